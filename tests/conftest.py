@@ -1,0 +1,56 @@
+"""Test-session setup and helpers for running real mpiexec sessions.
+
+pytensor is configured (BLAS, C backend, shared cache) before any test imports it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from theanompi.backend import configure_pytensor
+from theanompi.mpirun import find_mpiexec, mpiexec_env
+
+configure_pytensor()
+
+ROOT = Path(__file__).resolve().parent.parent
+MPI_SCRIPTS = ROOT / "tests" / "mpi_scripts"
+ASSETS = ROOT / "tests" / "assets"
+
+
+def run_mpi(script: str, n: int, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    """Run ``tests/mpi_scripts/SCRIPT`` on ``n`` real MPI ranks; fail the test on non-zero exit."""
+    argv = [find_mpiexec(), "--oversubscribe", "-n", str(n), sys.executable, str(MPI_SCRIPTS / script), *args]
+    proc = subprocess.run(argv, env=mpiexec_env(), capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    assert proc.returncode == 0, f"{script} on {n} ranks failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def run_launcher(*args: str, cwd: Path = ROOT, timeout: float = 240) -> tuple[subprocess.CompletedProcess, float]:
+    """Run ``tmlauncher ARGS`` as a user would; returns (process, seconds)."""
+    exe = Path(sys.executable).parent / "tmlauncher"
+    start = time.perf_counter()
+    proc = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          stdin=subprocess.DEVNULL)
+    return proc, time.perf_counter() - start
+
+
+def write_cfg(path: Path, **keys: object) -> Path:
+    """A cfg file with the default session's keys, overridden/extended by ``keys`` (None drops one)."""
+    base = {"RULE": "BSP", "MODELFILE": "theanompi.models.mlp", "MODELCLASS": "MLP", "DEVICES": "cpu0,cpu1",
+            "N_EPOCHS": 2}
+    base.update(keys)
+    path.write_text("".join(f"{k}={v}\n" for k, v in base.items() if v is not None))
+    return path
+
+
+@pytest.fixture
+def cfg_dir(tmp_path):
+    """A working directory for a session (its runs/ land there)."""
+    os.environ.setdefault("THEANOMPI_CACHE_DIR", str(Path.home() / ".cache" / "theanompi"))
+    return tmp_path

@@ -1,0 +1,126 @@
+"""BSP under a real mpiexec: equivalence, averaging, learning, failures."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from conftest import ASSETS, ROOT, run_launcher, run_mpi, write_cfg
+from theanompi.training import load_final_params
+
+
+def summary(run_dir):
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def test_cdd_two_workers_equal_one_process_with_double_batch(tmp_path):
+    """2 workers x batch 32 == 1 worker x batch 64, momentum on, 2 epochs (94 steps)."""
+    common = dict(N_EPOCHS=2, MODEL_MOMENTUM=0.9, MODEL_WEIGHT_DECAY=0.0001, MODEL_HIDDEN=64, BSP_SYNC_TYPE="cdd")
+    two = write_cfg(tmp_path / "two.cfg", DEVICES="cpu0,cpu1", MODEL_BATCH_SIZE=32, RUN_DIR="two", **common)
+    one = write_cfg(tmp_path / "one.cfg", DEVICES="cpu0", MODEL_BATCH_SIZE=64, RUN_DIR="one", **common)
+    for cfg in (two, one):
+        proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+    p_two, p_one = load_final_params(tmp_path / "two"), load_final_params(tmp_path / "one")
+    assert summary(tmp_path / "two")["iterations"] == summary(tmp_path / "one")["iterations"] == 48
+    initial_gap = 0.0
+    for a, b in zip(p_two, p_one):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=2e-5)
+        initial_gap = max(initial_gap, float(np.abs(a).max()))
+    assert initial_gap > 0
+
+
+def test_cdd_differs_from_one_process_with_single_batch(tmp_path):
+    """The equivalence above is not vacuous: a 1-worker run with the per-worker batch ends elsewhere."""
+    common = dict(N_EPOCHS=1, MODEL_HIDDEN=64)
+    two = write_cfg(tmp_path / "two.cfg", DEVICES="cpu0,cpu1", MODEL_BATCH_SIZE=32, RUN_DIR="two", **common)
+    one = write_cfg(tmp_path / "one.cfg", DEVICES="cpu0", MODEL_BATCH_SIZE=32, RUN_DIR="one", **common)
+    for cfg in (two, one):
+        assert run_launcher(f"-cfg={cfg}", cwd=tmp_path)[0].returncode == 0
+    gaps = [np.abs(a - b).max() for a, b in zip(load_final_params(tmp_path / "two"), load_final_params(tmp_path / "one"))]
+    assert max(gaps) > 1e-3
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_avg_equals_numpy_mean_of_worker_params(k):
+    assert "bsp avg ok" in run_mpi("check_bsp_avg.py", 2, str(k)).stdout
+
+
+def test_default_session_learns_digits_via_tmlauncher(tmp_path):
+    proc, _ = run_launcher(f"-cfg={ROOT / 'launch_session.cfg'}", "--set", "RUN_DIR=default", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    epochs = [line for line in proc.stdout.splitlines() if "] epoch " in line]
+    assert len(epochs) == 20 and "samples/s" in epochs[0] and "ETA" in epochs[0]
+    assert "final validation accuracy" in proc.stdout
+    result = summary(tmp_path / "default")
+    assert result["final_val_accuracy"] >= 0.95
+    assert result["workers"] == 2
+    records = (tmp_path / "default" / "iterations.jsonl").read_text().splitlines()
+    assert set(json.loads(records[-1])) == {"iteration", "calc", "comm", "wait"}
+
+
+def test_avg_session_learns_via_rule_init_and_wait(tmp_path):
+    script = tmp_path / "launch_session.py"
+    script.write_text(
+        "import sys\n"
+        "from theanompi import BSP\n"
+        "rule = BSP()\n"
+        "rule.init(devices=['cpu0', 'cpu1'], modelfile='theanompi.models.mlp', modelclass='MLP',\n"
+        "          sync_type='avg', avg_freq=2, n_epochs=15, run_dir='avg', model_options={'batch_size': 32})\n"
+        "sys.exit(rule.wait())\n"
+    )
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert summary(tmp_path / "avg")["final_val_accuracy"] >= 0.95
+
+
+def test_worker_raising_mid_epoch_ends_session_naming_rank(tmp_path):
+    cfg = write_cfg(tmp_path / "s.cfg", MODELFILE=str(ASSETS / "contract_models.py"), MODELCLASS="RaisesMidEpoch",
+                    N_EPOCHS=3)
+    proc, seconds = run_launcher(f"-cfg={cfg}", cwd=tmp_path, timeout=120)
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("tmlauncher: session failed: rank 1 (worker on cpu1): RuntimeError: injected failure")
+    assert seconds < 60
+
+
+@pytest.mark.parametrize("modelclass, fragment", [
+    ("NoParams", "'params' must be a non-empty list"),
+    ("NoApplyUpdate", "lacks method 'apply_update', needed by BSP_SYNC_TYPE=cdd"),
+    ("UnequalShards", "workers disagree on n_batch_train: rank 0 has 24, rank 1 has 25"),
+])
+def test_instance_contract_errors_name_the_member(tmp_path, modelclass, fragment):
+    cfg = write_cfg(tmp_path / "s.cfg", MODELFILE=str(ASSETS / "contract_models.py"), MODELCLASS=modelclass)
+    proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path, timeout=120)
+    assert proc.returncode != 0
+    assert fragment in proc.stderr.strip().splitlines()[-1]
+
+
+def _descendants(pid):
+    out = subprocess.run(["ps", "-eo", "pid=,ppid=,pgid=,args="], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "theanompi.worker" in line and str(pid) in line]
+
+
+def test_ctrl_c_ends_every_rank(tmp_path):
+    cfg = write_cfg(tmp_path / "s.cfg", MODELFILE=str(ASSETS / "contract_models.py"), MODELCLASS="Sleeper",
+                    N_EPOCHS=50, RUN_DIR="sleepy")
+    exe = os.path.join(os.path.dirname(sys.executable), "tmlauncher")
+    proc = subprocess.Popen([exe, f"-cfg={cfg}"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (tmp_path / "sleepy" / "iterations.jsonl").exists():
+        time.sleep(0.5)
+    time.sleep(2)
+    assert proc.poll() is None, proc.communicate()
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode != 0
+    assert "interrupted" in err
+    time.sleep(1)
+    leftovers = subprocess.run(["pgrep", "-f", str(tmp_path / "sleepy")], capture_output=True, text=True).stdout
+    assert leftovers.strip() == "", f"orphan ranks: {leftovers}"

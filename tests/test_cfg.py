@@ -1,0 +1,58 @@
+import pytest
+
+from theanompi.cfg import parse_cfg_text, session_arguments
+from theanompi.errors import ConfigError
+from theanompi.rules import BSP
+
+GOOD = "RULE=BSP\nMODELFILE=theanompi.models.mlp\nMODELCLASS=MLP\nDEVICES=cpu0,cpu1\n"
+
+
+def test_comments_blank_lines_and_spaces():
+    raw = parse_cfg_text("# header\n\n RULE = BSP  # trailing\nDEVICES=cpu0\n")
+    assert raw == {"RULE": "BSP", "DEVICES": "cpu0"}
+
+
+def test_values_are_never_evaluated():
+    raw = parse_cfg_text("MODEL_NAME=$(rm -rf /) `x` ${HOME}\n")
+    assert raw["MODEL_NAME"] == "$(rm -rf /) `x` ${HOME}"
+
+
+def test_session_arguments_map_rule_and_model_keys():
+    raw = parse_cfg_text(GOOD + "BSP_SYNC_TYPE=avg\nBSP_AVG_FREQ=3\nN_EPOCHS=4\nMODEL_BATCH_SIZE=16\nMODEL_LR=0.1\n")
+    rule, kwargs = session_arguments(raw)
+    assert rule is BSP
+    assert kwargs["sync_type"] == "avg" and kwargs["avg_freq"] == 3 and kwargs["n_epochs"] == 4
+    assert kwargs["model_options"] == {"batch_size": 16, "lr": 0.1}
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("RULE BSP\n", "is not KEY=VALUE"),
+    ("RULE=BSP\nRULE=BSP\n", "given twice"),
+    ("9KEY=1\n", "malformed"),
+])
+def test_bad_lines(text, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        parse_cfg_text(text)
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    ("FOO=1\n", "unknown key FOO='1'; allowed: .*BSP_SYNC_TYPE"),
+    ("BSP_SYNC_TYPE=sometimes\n", "BSP_SYNC_TYPE='sometimes' is not allowed; use one of: cdd, avg"),
+    ("BSP_AVG_FREQ=0\n", "BSP_AVG_FREQ='0' is not allowed; use an integer >= 1"),
+    ("N_EPOCHS=two\n", "N_EPOCHS='two'"),
+    ("BIND=everywhere\n", "BIND='everywhere'"),
+    ("EASGD_ALPHA=0.5\n", "unknown key EASGD_ALPHA"),
+])
+def test_bad_values(extra, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        session_arguments(parse_cfg_text(GOOD + extra))
+
+
+def test_missing_required_key():
+    with pytest.raises(ConfigError, match="required key DEVICES is missing"):
+        session_arguments(parse_cfg_text("RULE=BSP\nMODELFILE=m\nMODELCLASS=C\n"))
+
+
+def test_unknown_rule():
+    with pytest.raises(ConfigError, match="RULE='XYZ' is not allowed; use one of: BSP"):
+        session_arguments(parse_cfg_text(GOOD.replace("RULE=BSP", "RULE=XYZ")))

@@ -1,0 +1,30 @@
+from theanompi.devices import parse_devices
+from theanompi.mpirun import RankSpec, mpiexec_command
+
+
+def ranks(spec):
+    return [RankSpec(d, "worker") for d in parse_devices(spec)]
+
+
+def test_one_app_context_per_rank_with_thread_counts():
+    argv = mpiexec_command(ranks("cpu0,cpu1"), "/r/session.json", "none", mpiexec="mpiexec", python="py", cpu_count=4)
+    contexts = " ".join(argv).split(" : ")
+    assert len(contexts) == 2
+    assert "-x OMP_NUM_THREADS=2" in contexts[1] and "-x OPENBLAS_NUM_THREADS=2" in contexts[1]
+    assert contexts[1].endswith("py -m theanompi.worker /r/session.json")
+    assert "--oversubscribe" not in argv
+
+
+def test_oversubscribe_when_ranks_exceed_cores_and_binding():
+    argv = mpiexec_command(ranks("cpu0,cpu1,cpu2"), "s", "core", mpiexec="m", python="p", cpu_count=2)
+    assert "--oversubscribe" in argv
+    assert argv[1:3] == ["--bind-to", "core"]
+    assert "-x OMP_NUM_THREADS=1" in " ".join(argv)
+
+
+def test_remote_hosts_and_gpu_pinning():
+    argv = mpiexec_command(ranks("n1:cuda0,cuda1;n2:cuda0"), "s", "none", mpiexec="m", python="p", cpu_count=8)
+    contexts = " ".join(argv).split(" : ")
+    assert "--host n1" in contexts[0] and "CUDA_VISIBLE_DEVICES=0" in contexts[0]
+    assert "--host n1" in contexts[1] and "CUDA_VISIBLE_DEVICES=1" in contexts[1]
+    assert "--host n2" in contexts[2] and "CUDA_VISIBLE_DEVICES=0" in contexts[2]

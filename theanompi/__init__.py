@@ -1,0 +1,13 @@
+"""theanompi: data-parallel training of PyTensor models over MPI.
+
+>>> from theanompi import BSP
+>>> rule = BSP()
+>>> rule.init(devices=["cpu0", "cpu1"], modelfile="theanompi.models.mlp", modelclass="MLP")  # doctest: +SKIP
+>>> rule.wait()  # doctest: +SKIP
+0
+"""
+
+from theanompi.rules import BSP
+
+__version__ = "0.1.0"
+__all__ = ["BSP"]

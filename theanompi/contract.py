@@ -1,0 +1,94 @@
+"""The ModelClass contract (Theano-MPI's, made explicit) and its checks.
+
+A ModelClass is constructed as ``ModelClass(config)`` (a :class:`WorkerConfig`) and has
+
+* ``params``: list of pytensor shared variables (trainable parameters)
+* ``data``: a DataClass with integer ``n_batch_train`` (>= 1) and ``n_batch_val`` (>= 0)
+* ``compile_iter_fns(sync_type)``: compile the functions ``train_iter``/``val_iter`` use.
+  ``sync_type`` is ``'cdd'`` (two-phase step, below) or anything else (``'avg'``,
+  ``'local'`` for a 1-worker BSP session, None for other rules): a whole local step.
+* ``train_iter(count, recorder)``: one training step on training batch ``count``.
+  For BSP ``cdd`` it must *not* change ``params``; it returns the update vector
+  (the gradient of the mean loss) as one flat contiguous 1-D array, which the
+  rule sums across workers (one in-place allreduce) and hands to
+  ``apply_update``. Otherwise it performs the whole local step and returns None.
+* ``apply_update(vector_sum)`` (BSP ``cdd`` only): apply the *sum* of the workers'
+  update vectors, divided by ``config.size`` (W <- W - lr * sum(u) / N). Folding
+  the 1/N into the compiled update costs nothing; dividing the exchanged buffer
+  would cost a full extra pass over it.
+* ``val_iter(count, recorder)``: evaluate validation batch ``count``
+* ``adjust_hyperp(epoch)``: called at the start of every epoch (learning rate, data epoch)
+* ``cleanup()``: release data loaders, files, ...
+
+Training and validation loss/error are reported with ``recorder.record_train(loss,
+error, n)`` and ``recorder.record_val(loss, error, n)``.
+
+Example
+-------
+>>> check_model_class(object)
+Traceback (most recent call last):
+...
+theanompi.errors.ContractError: ModelClass 'object' lacks method 'compile_iter_fns' (the contract needs: compile_iter_fns, train_iter, val_iter, adjust_hyperp, cleanup)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from theanompi.errors import ContractError
+
+REQUIRED_METHODS = ("compile_iter_fns", "train_iter", "val_iter", "adjust_hyperp", "cleanup")
+
+
+@dataclass
+class WorkerConfig:
+    """What a ModelClass constructor receives."""
+
+    rank: int  # index among the session's workers (0 .. size-1)
+    size: int  # number of workers
+    seed: int
+    device: str
+    sync_type: str | None = None  # BSP's 'cdd' / 'avg'; None for other rules
+    options: dict[str, Any] = field(default_factory=dict)  # session options (n_epochs, lr_scaling, ...)
+    model_options: dict[str, Any] = field(default_factory=dict)  # MODEL_* keys, lower-cased
+    run_dir: Path | None = None
+
+
+def check_model_class(cls: type) -> None:
+    """Class-level check (cheap; the launcher runs it before starting ranks)."""
+    for name in REQUIRED_METHODS:
+        if not callable(getattr(cls, name, None)):
+            raise ContractError(
+                f"ModelClass {cls.__name__!r} lacks method {name!r} "
+                f"(the contract needs: {', '.join(REQUIRED_METHODS)})"
+            )
+
+
+def check_model_instance(model: Any, sync_type: str | None = None) -> None:
+    """Instance-level check, run on every rank after construction."""
+    name = type(model).__name__
+    check_model_class(type(model))
+    params = getattr(model, "params", None)
+    if not isinstance(params, (list, tuple)) or not params:
+        raise ContractError(f"ModelClass {name!r}: 'params' must be a non-empty list of shared variables")
+    from pytensor.compile.sharedvalue import SharedVariable
+
+    for i, p in enumerate(params):
+        if not isinstance(p, SharedVariable):
+            raise ContractError(f"ModelClass {name!r}: params[{i}] is {type(p).__name__}, not a pytensor shared variable")
+    data = getattr(model, "data", None)
+    if data is None:
+        raise ContractError(f"ModelClass {name!r} lacks attribute 'data' (a DataClass)")
+    for attr, minimum in (("n_batch_train", 1), ("n_batch_val", 0)):
+        value = getattr(data, attr, None)
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            raise ContractError(
+                f"ModelClass {name!r}: data.{attr} is {value!r}; it must be an integer >= {minimum}"
+            )
+    if sync_type == "cdd" and not callable(getattr(model, "apply_update", None)):
+        raise ContractError(
+            f"ModelClass {name!r} lacks method 'apply_update', needed by BSP_SYNC_TYPE=cdd "
+            "(or use BSP_SYNC_TYPE=avg)"
+        )

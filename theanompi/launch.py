@@ -1,0 +1,71 @@
+"""``tmlauncher``: start a session from a cfg file (flags override cfg values).
+
+    tmlauncher -cfg=launch_session.cfg
+    tmlauncher --config launch_session.cfg --devices cpu0,cpu1,cpu2 --set N_EPOCHS=5
+
+Bad input ends with one line ``tmlauncher: error: ...`` and exit code 2 before
+any rank starts; a failed session ends with a line naming the failed rank and
+mpiexec's non-zero exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+
+from theanompi.cfg import read_cfg_file, session_arguments
+from theanompi.errors import ConfigError
+
+log = logging.getLogger("theanompi")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tmlauncher", description="Launch a theanompi training session.")
+    parser.add_argument("-cfg", "--config", required=True, metavar="FILE", help="session cfg file (KEY=VALUE lines)")
+    parser.add_argument("--rule", help="override RULE")
+    parser.add_argument("--modelfile", help="override MODELFILE")
+    parser.add_argument("--modelclass", help="override MODELCLASS")
+    parser.add_argument("--devices", help="override DEVICES, e.g. cpu0,cpu1")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override any cfg key")
+    return parser
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("tmlauncher: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        raw = read_cfg_file(args.config)
+        for flag in ("rule", "modelfile", "modelclass", "devices"):
+            if getattr(args, flag):
+                raw[flag.upper()] = getattr(args, flag)
+        for item in args.set:
+            if "=" not in item:
+                raise ConfigError(f"--set {item!r} is not KEY=VALUE")
+            key, value = item.split("=", 1)
+            raw[key.strip().upper()] = value.strip()
+        rule_cls, kwargs = session_arguments(raw)
+        spec, ranks = rule_cls.plan_session(**kwargs)
+    except ConfigError as err:
+        sys.stderr.write(f"tmlauncher: error: {err}\n")
+        return 2
+    signal.signal(signal.SIGTERM, _raise_interrupt)  # a killed launcher still stops every rank
+    rule = rule_cls().start(spec, ranks)
+    code = rule.session.wait()
+    if code != 0:
+        sys.stderr.write(f"tmlauncher: session failed: {rule.failure}\n")
+    else:
+        log.info("session finished; records in %s", spec.run_dir)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

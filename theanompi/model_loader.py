@@ -1,0 +1,71 @@
+"""Import a user's ModelClass from MODELFILE (dotted module or ``.py`` path) and MODELCLASS.
+
+Importing never initialises MPI: the launcher process must stay MPI-free so that
+it can start ``mpiexec``.
+
+Example
+-------
+>>> cls = load_model_class("theanompi.models.mlp", "MLP")   # doctest: +SKIP
+>>> cls.__name__                                             # doctest: +SKIP
+'MLP'
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+from theanompi.errors import ConfigError
+
+
+def _import_file(path: Path):
+    name = f"theanompi_user_model_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"MODELFILE={str(path)!r} cannot be imported as a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def import_model_module(modelfile: str, cwd: str | None = None):
+    """Import MODELFILE; relative names resolve against ``cwd`` (the launch directory)."""
+    try:
+        import mpi4py
+
+        mpi4py.rc.initialize = False  # a model module importing mpi4py.MPI must not start MPI here
+        mpi4py.rc.finalize = False
+    except ImportError:
+        pass
+    base = Path(cwd or os.getcwd())
+    if modelfile.endswith(".py"):
+        path = Path(modelfile) if Path(modelfile).is_absolute() else base / modelfile
+        if not path.is_file():
+            raise ConfigError(f"MODELFILE={modelfile!r}: no such file")
+        return _import_file(path)
+    if str(base) not in sys.path:
+        sys.path.insert(0, str(base))
+    try:
+        return importlib.import_module(modelfile)
+    except ModuleNotFoundError as err:
+        if err.name and modelfile.startswith(err.name):
+            raise ConfigError(
+                f"MODELFILE={modelfile!r}: no module named {err.name!r} "
+                "(use a dotted module importable from the launch directory, or a .py path)"
+            ) from None
+        raise
+
+
+def load_model_class(modelfile: str, modelclass: str, cwd: str | None = None) -> type:
+    """Return the ModelClass named ``modelclass`` in ``modelfile`` (ConfigError if absent)."""
+    module = import_model_module(modelfile, cwd)
+    cls = getattr(module, modelclass, None)
+    if cls is None:
+        raise ConfigError(f"MODELCLASS={modelclass!r}: module {modelfile!r} has no such class")
+    if not isinstance(cls, type):
+        raise ConfigError(f"MODELCLASS={modelclass!r} in {modelfile!r} is not a class")
+    return cls

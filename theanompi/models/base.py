@@ -1,0 +1,204 @@
+"""ClassifierModel: the ModelClass contract implemented once for softmax classifiers.
+
+A subclass supplies the data (:meth:`build_data`) and the network
+(:meth:`build_network` -> params and logits); this class compiles the training
+functions for BSP ``cdd`` (flat gradient out, update in a second function) and
+for every other rule (one function that steps locally), momentum SGD with
+optional weight decay, validation, learning-rate scaling with warm-up.
+
+Hyper-parameters come from ``config.model_options`` (cfg keys ``MODEL_*``),
+checked against :attr:`defaults` (the launcher calls :meth:`validate_options`
+before any rank starts).
+
+Example
+-------
+>>> class Softmax(ClassifierModel):
+...     def build_data(self):
+...         (xt, yt), (xv, yv) = load_digits_split()
+...         return self.shard(xt, yt, xv, yv)
+...     def build_network(self, x, rng):
+...         W = pytensor.shared(np.zeros((64, 10), "float32"), name="W")
+...         return [W], x @ W
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+
+from theanompi.errors import ConfigError
+from theanompi.models.data.base import ShardedArrayData
+from theanompi.models.data.digits import load_digits_split  # noqa: F401  (docstring example)
+
+
+def _positive_int(v):
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+def _non_negative(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+
+
+CHECKS = {
+    "batch_size": (_positive_int, "an integer >= 1"),
+    "n_epochs": (_positive_int, "an integer >= 1"),
+    "lr": (lambda v: _non_negative(v) and v > 0, "a number > 0"),
+    "momentum": (lambda v: _non_negative(v) and v < 1, "a number in [0, 1)"),
+    "weight_decay": (_non_negative, "a number >= 0"),
+}
+
+
+class ClassifierModel:
+    """Base ModelClass for classifiers trained with momentum SGD on a ShardedArrayData."""
+
+    #: Hyper-parameters and their defaults; subclasses extend with ``{**ClassifierModel.defaults, ...}``.
+    defaults: dict[str, Any] = {"batch_size": 32, "lr": 0.05, "momentum": 0.9, "weight_decay": 0.0, "n_epochs": 10}
+    #: Extra per-option checks of subclasses: name -> (predicate, "what is allowed").
+    checks: dict[str, tuple] = {}
+
+    # ----- options --------------------------------------------------------------------
+    @classmethod
+    def validate_options(cls, model_options: dict[str, Any]) -> dict[str, Any]:
+        """Defaults merged with ``model_options``; ConfigError for an unknown name or bad value."""
+        unknown = sorted(set(model_options) - set(cls.defaults))
+        if unknown:
+            raise ConfigError(
+                f"{cls.__name__}: unknown model option {unknown[0]!r} (cfg MODEL_{unknown[0].upper()}); "
+                f"allowed: {', '.join(sorted(cls.defaults))}"
+            )
+        merged = {**cls.defaults, **model_options}
+        for name, value in model_options.items():
+            check, allowed = {**CHECKS, **cls.checks}.get(name, (None, None))
+            if check is not None and not check(value):
+                raise ConfigError(f"{cls.__name__}: model option {name}={value!r} is not allowed; use {allowed}")
+        return merged
+
+    # ----- construction ---------------------------------------------------------------
+    def __init__(self, config):
+        self.config = config
+        self.hp = self.validate_options(config.model_options)
+        self.n_epochs = self.hp["n_epochs"]
+        self.floatX = pytensor.config.floatX
+        self.data = self.build_data()
+        self.x = pt.tensor("x", dtype=self.floatX, shape=(None,) + self.data.x_train.shape[1:])
+        self.y = pt.ivector("y")
+        rng = np.random.default_rng(config.seed)
+        self.params, self.logits = self.build_network(self.x, rng)
+        self.n_classes = int(self.hp.get("n_classes", 10))
+        self.lr = pytensor.shared(np.asarray(self.hp["lr"], dtype=self.floatX), name="lr")
+        self._epoch = 0
+        self._grad_fn = self._update_fn = self._train_fn = self._val_fn = None
+        self.sync_type = None
+
+    def shard(self, x_train, y_train, x_val, y_val) -> ShardedArrayData:
+        """This worker's shard of in-memory arrays."""
+        c = self.config
+        return ShardedArrayData(x_train, y_train, x_val, y_val, self.hp["batch_size"], c.rank, c.size, c.seed)
+
+    def build_data(self):
+        raise NotImplementedError
+
+    def build_network(self, x, rng):
+        """Return (params, logits) for input variable ``x``."""
+        raise NotImplementedError
+
+    # ----- graph ----------------------------------------------------------------------
+    def loss_and_error(self):
+        onehot = pt.eq(self.y[:, None], pt.arange(self.logits.shape[1])[None, :]).astype(self.floatX)
+        loss = -pt.mean(pt.sum(onehot * pt.special.log_softmax(self.logits, axis=1), axis=1))
+        error = pt.mean(pt.neq(pt.argmax(self.logits, axis=1), self.y))
+        return loss, error
+
+    def regularised(self, loss):
+        wd = self.hp["weight_decay"]
+        if wd:
+            loss = loss + 0.5 * wd * sum(pt.sum(p ** 2) for p in self.params if p.ndim > 1)
+        return loss
+
+    def sgd_updates(self, grads):
+        """Momentum SGD: v <- mu*v - lr*g; p <- p + v (plain SGD when momentum is 0)."""
+        mu = self.hp["momentum"]
+        updates = []
+        for p, g in zip(self.params, grads):
+            if mu:
+                v = pytensor.shared(np.zeros_like(p.get_value()), name=f"v_{p.name}")
+                v_new = (mu * v - self.lr * g).astype(self.floatX)
+                updates += [(v, v_new), (p, (p + v_new).astype(self.floatX))]
+            else:
+                updates.append((p, (p - self.lr * g).astype(self.floatX)))
+        return updates
+
+    def compile_iter_fns(self, sync_type: str | None = None) -> None:
+        """Compile validation plus, for ``cdd``, gradient and update functions; else one step function."""
+        self.sync_type = sync_type
+        loss, error = self.loss_and_error()
+        grads = pytensor.grad(self.regularised(loss), self.params)
+        inputs = [self.x, self.y]
+        if sync_type == "cdd":
+            flat = pt.concatenate([g.ravel() for g in grads]).astype(self.floatX)
+            self._grad_fn = pytensor.function(inputs, [pytensor.Out(flat, borrow=True), loss, error])
+            vector = pt.vector("update", dtype=self.floatX)
+            pieces, start = [], 0
+            for p in self.params:
+                shape = p.get_value(borrow=True).shape
+                size = int(np.prod(shape))
+                pieces.append(vector[start:start + size].reshape(shape))
+                start += size
+            mean = [piece * np.asarray(1.0 / self.config.size, dtype=self.floatX) for piece in pieces]
+            self._update_fn = pytensor.function([vector], [], updates=self.sgd_updates(mean))
+        else:
+            self._train_fn = pytensor.function(inputs, [loss, error], updates=self.sgd_updates(grads))
+        self._val_fn = pytensor.function(inputs, [loss, error])
+
+    # ----- contract -------------------------------------------------------------------
+    def lr_multiplier(self, epoch_progress: float) -> float:
+        """LR_SCALING=linear multiplies by the worker count, ramping up over WARMUP_EPOCHS."""
+        opts = self.config.options
+        if opts.get("lr_scaling", "none") != "linear":
+            return 1.0
+        target = float(self.config.size)
+        warmup = float(opts.get("warmup_epochs", 0.0))
+        if warmup <= 0 or epoch_progress >= warmup:
+            return target
+        return 1.0 + (target - 1.0) * epoch_progress / warmup
+
+    def _set_lr(self, epoch_progress: float) -> None:
+        self.lr.set_value(np.asarray(self.hp["lr"] * self.lr_multiplier(epoch_progress), dtype=self.floatX))
+
+    def adjust_hyperp(self, epoch: int) -> None:
+        self._epoch = epoch
+        self.data.set_epoch(epoch)
+        self._set_lr(float(epoch))
+
+    def _warming_up(self) -> bool:
+        opts = self.config.options
+        return opts.get("lr_scaling") == "linear" and self._epoch < float(opts.get("warmup_epochs", 0.0))
+
+    def train_iter(self, count: int, recorder):
+        if self._warming_up():
+            self._set_lr(self._epoch + count / self.data.n_batch_train)
+        with recorder.timer("wait"):
+            xb, yb = self.data.train_batch(count)
+        if self.sync_type == "cdd":
+            vector, loss, error = self._grad_fn(xb, yb)
+            recorder.record_train(loss, error, len(yb))
+            return vector
+        loss, error = self._train_fn(xb, yb)
+        recorder.record_train(loss, error, len(yb))
+        return None
+
+    def apply_update(self, vector_sum: np.ndarray) -> None:
+        """Apply the sum over workers of their update vectors (divided by N inside the graph)."""
+        self._update_fn(vector_sum)
+
+    def val_iter(self, count: int, recorder) -> None:
+        with recorder.timer("wait"):
+            xb, yb = self.data.val_batch(count)
+        loss, error = self._val_fn(xb, yb)
+        recorder.record_val(loss, error, len(yb))
+
+    def cleanup(self) -> None:
+        """Nothing to release for in-memory data."""

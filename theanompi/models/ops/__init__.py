@@ -1,0 +1,28 @@
+"""Convolution and pooling Ops for pytensor (NCHW, float32/float64).
+
+Example
+-------
+>>> from theanompi.backend import configure_pytensor
+>>> _ = configure_pytensor()                          # doctest: +SKIP
+>>> import pytensor.tensor as pt
+>>> from theanompi.models.ops import conv2d, max_pool2d
+>>> x = pt.tensor4("x"); W = pt.tensor4("W")
+>>> h = max_pool2d(pt.maximum(conv2d(x, W, pad=1), 0), 2)
+"""
+
+from theanompi.models.ops import jax_dispatch
+from theanompi.models.ops.conv import Conv2d, Conv2dGradInputs, Conv2dGradWeights, conv2d
+from theanompi.models.ops.pool import Pool2d, Pool2dGrad, avg_pool2d, max_pool2d
+
+jax_dispatch.register()
+
+__all__ = [
+    "Conv2d",
+    "Conv2dGradInputs",
+    "Conv2dGradWeights",
+    "Pool2d",
+    "Pool2dGrad",
+    "avg_pool2d",
+    "conv2d",
+    "max_pool2d",
+]

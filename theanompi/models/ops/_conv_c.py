@@ -1,0 +1,350 @@
+"""C++ support code for the Conv2d ops: im2col/col2im + per-image BLAS GEMM.
+
+All three kernels work image by image so the column buffer (``C*kh*kw`` rows
+of ``Ho*Wo`` values) stays in cache between being written and being read by
+the GEMM; nothing of size ``N*C*kh*kw*Ho*Wo`` is ever materialised.
+
+Row-major GEMMs are issued through the Fortran interface by swapping the
+operands (``C^T = B^T A^T``), so no transposed copies are made.
+
+Example
+-------
+>>> from theanompi.models.ops._conv_c import support_code
+>>> "tmpi_conv2d_forward" in support_code()   # doctest: +SKIP
+True
+"""
+
+from __future__ import annotations
+
+#: Bump when the C text below changes (part of pytensor's compile-cache key).
+C_CODE_VERSION = 4
+
+_KERNELS = r"""
+#include <string.h>
+#include <stdlib.h>
+
+/* Row-major C(m x n) = alpha * op(A)(m x k) * op(B)(k x n) + beta * C. */
+static inline void tmpi_gemm(char ta, char tb, int m, int n, int k, float alpha,
+                             const float* a, int lda, const float* b, int ldb,
+                             float beta, float* c, int ldc)
+{
+    sgemm_(&tb, &ta, &n, &m, &k, &alpha, b, &ldb, a, &lda, &beta, c, &ldc);
+}
+
+static inline void tmpi_gemm(char ta, char tb, int m, int n, int k, double alpha,
+                             const double* a, int lda, const double* b, int ldb,
+                             double beta, double* c, int ldc)
+{
+    dgemm_(&tb, &ta, &n, &m, &k, &alpha, b, &ldb, a, &lda, &beta, c, &ldc);
+}
+
+/* Output columns [lo, hi) whose input column ow*s + off lies in [0, W). */
+static inline void tmpi_valid_range(int W, int off, int s, int Wo, int* lo, int* hi)
+{
+    int l = off >= 0 ? 0 : (-off + s - 1) / s;
+    int h = (W - off) > 0 ? (W - off + s - 1) / s : 0;
+    if (l > Wo) l = Wo;
+    if (h > Wo) h = Wo;
+    if (h < l) h = l;
+    *lo = l;
+    *hi = h;
+}
+
+struct tmpi_geom {
+    int N, C, H, W, O, kh, kw, sh, sw, ph, pw, Ho, Wo;
+};
+
+/* cols[(c*kh + i)*kw + j][oh*Wo + ow] = x[c][oh*sh - ph + i][ow*sw - pw + j] (0 outside). */
+template <typename T>
+static void tmpi_im2col(const T* x, const tmpi_geom& g, T* cols)
+{
+    const size_t P = (size_t)g.Ho * g.Wo;
+    for (int c = 0; c < g.C; ++c) {
+        const T* xc = x + (size_t)c * g.H * g.W;
+        for (int i = 0; i < g.kh; ++i) {
+            for (int j = 0; j < g.kw; ++j) {
+                T* row = cols + ((size_t)(c * g.kh + i) * g.kw + j) * P;
+                const int off = j - g.pw;
+                int lo, hi;
+                tmpi_valid_range(g.W, off, g.sw, g.Wo, &lo, &hi);
+                for (int oh = 0; oh < g.Ho; ++oh) {
+                    T* dst = row + (size_t)oh * g.Wo;
+                    const int ih = oh * g.sh - g.ph + i;
+                    if (ih < 0 || ih >= g.H) {
+                        memset(dst, 0, sizeof(T) * g.Wo);
+                        continue;
+                    }
+                    const T* src = xc + (size_t)ih * g.W;
+                    for (int ow = 0; ow < lo; ++ow) dst[ow] = 0;
+                    if (g.sw == 1) {
+                        if (hi > lo) memcpy(dst + lo, src + lo + off, sizeof(T) * (hi - lo));
+                    } else {
+                        for (int ow = lo; ow < hi; ++ow) dst[ow] = src[ow * g.sw + off];
+                    }
+                    for (int ow = hi; ow < g.Wo; ++ow) dst[ow] = 0;
+                }
+            }
+        }
+    }
+}
+
+/* dx[c][oh*sh - ph + i][ow*sw - pw + j] += cols[(c*kh + i)*kw + j][oh*Wo + ow]. */
+template <typename T>
+static void tmpi_col2im(const T* cols, const tmpi_geom& g, T* dx)
+{
+    const size_t P = (size_t)g.Ho * g.Wo;
+    for (int c = 0; c < g.C; ++c) {
+        T* dxc = dx + (size_t)c * g.H * g.W;
+        for (int i = 0; i < g.kh; ++i) {
+            for (int j = 0; j < g.kw; ++j) {
+                const T* row = cols + ((size_t)(c * g.kh + i) * g.kw + j) * P;
+                const int off = j - g.pw;
+                int lo, hi;
+                tmpi_valid_range(g.W, off, g.sw, g.Wo, &lo, &hi);
+                for (int oh = 0; oh < g.Ho; ++oh) {
+                    const int ih = oh * g.sh - g.ph + i;
+                    if (ih < 0 || ih >= g.H) continue;
+                    const T* src = row + (size_t)oh * g.Wo;
+                    T* dst = dxc + (size_t)ih * g.W + off;
+                    if (g.sw == 1) {
+                        for (int ow = lo; ow < hi; ++ow) dst[ow] += src[ow];
+                    } else {
+                        for (int ow = lo; ow < hi; ++ow) dst[ow * g.sw] += src[ow];
+                    }
+                }
+            }
+        }
+    }
+}
+
+static inline int tmpi_is_pointwise(const tmpi_geom& g)
+{
+    return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+}
+
+template <typename T>
+static int tmpi_forward_impl(const T* x, const T* w, T* out, const tmpi_geom& g)
+{
+    const int K = g.C * g.kh * g.kw, P = g.Ho * g.Wo;
+    const size_t out_size = (size_t)g.N * g.O * P;
+    if (out_size == 0) return 0;
+    if (K == 0) { memset(out, 0, sizeof(T) * out_size); return 0; }
+    const int pointwise = tmpi_is_pointwise(g);
+    T* cols = pointwise ? NULL : (T*)malloc(sizeof(T) * (size_t)K * P);
+    if (!pointwise && !cols) { PyErr_NoMemory(); return -1; }
+    for (int n = 0; n < g.N; ++n) {
+        const T* xn = x + (size_t)n * g.C * g.H * g.W;
+        const T* b = xn;
+        if (!pointwise) { tmpi_im2col(xn, g, cols); b = cols; }
+        tmpi_gemm('N', 'N', g.O, P, K, (T)1, w, K, b, P, (T)0, out + (size_t)n * g.O * P, P);
+    }
+    free(cols);
+    return 0;
+}
+
+template <typename T>
+static int tmpi_grad_weights_impl(const T* x, const T* gy, T* dw, const tmpi_geom& g)
+{
+    const int K = g.C * g.kh * g.kw, P = g.Ho * g.Wo;
+    const size_t dw_size = (size_t)g.O * K;
+    if (dw_size == 0) return 0;
+    if (g.N == 0 || P == 0) { memset(dw, 0, sizeof(T) * dw_size); return 0; }
+    const int pointwise = tmpi_is_pointwise(g);
+    T* cols = pointwise ? NULL : (T*)malloc(sizeof(T) * (size_t)K * P);
+    if (!pointwise && !cols) { PyErr_NoMemory(); return -1; }
+    for (int n = 0; n < g.N; ++n) {
+        const T* xn = x + (size_t)n * g.C * g.H * g.W;
+        const T* b = xn;
+        if (!pointwise) { tmpi_im2col(xn, g, cols); b = cols; }
+        tmpi_gemm('N', 'T', g.O, K, P, (T)1, gy + (size_t)n * g.O * P, P, b, P,
+                  n == 0 ? (T)0 : (T)1, dw, K);
+    }
+    free(cols);
+    return 0;
+}
+
+template <typename T>
+static int tmpi_grad_inputs_impl(const T* w, const T* gy, T* dx, const tmpi_geom& g)
+{
+    const int K = g.C * g.kh * g.kw, P = g.Ho * g.Wo;
+    const size_t dx_size = (size_t)g.N * g.C * g.H * g.W;
+    if (dx_size == 0) return 0;
+    memset(dx, 0, sizeof(T) * dx_size);
+    if (g.O == 0 || P == 0) return 0;
+    const int pointwise = tmpi_is_pointwise(g);
+    T* cols = pointwise ? NULL : (T*)malloc(sizeof(T) * (size_t)K * P);
+    if (!pointwise && !cols) { PyErr_NoMemory(); return -1; }
+    for (int n = 0; n < g.N; ++n) {
+        T* dxn = dx + (size_t)n * g.C * g.H * g.W;
+        T* c = pointwise ? dxn : cols;
+        tmpi_gemm('T', 'N', K, P, g.O, (T)1, w, K, gy + (size_t)n * g.O * P, P, (T)0, c, P);
+        if (!pointwise) tmpi_col2im(cols, g, dxn);
+    }
+    free(cols);
+    return 0;
+}
+
+/* Make *out a C-contiguous array of the given shape/type (reusing it when possible). */
+static int tmpi_prepare_output(PyArrayObject** out, npy_intp* dims, int typenum)
+{
+    if (*out && PyArray_NDIM(*out) == 4 && PyArray_TYPE(*out) == typenum
+        && PyArray_IS_C_CONTIGUOUS(*out)) {
+        npy_intp* d = PyArray_DIMS(*out);
+        if (d[0] == dims[0] && d[1] == dims[1] && d[2] == dims[2] && d[3] == dims[3]) return 0;
+    }
+    Py_XDECREF(*out);
+    *out = (PyArrayObject*)PyArray_EMPTY(4, dims, typenum, 0);
+    return *out ? 0 : -1;
+}
+
+/* Fill g from the x and W shapes; ValueError on channel mismatch or a window too large. */
+static int tmpi_fill_geom(tmpi_geom* g, PyArrayObject* x, npy_intp* wshape,
+                          int sh, int sw, int ph, int pw, const char* op)
+{
+    npy_intp* xs = PyArray_DIMS(x);
+    if (xs[1] != wshape[1]) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: x has %ld input channels but W expects %ld "
+                     "(x.shape=(%ld, %ld, %ld, %ld), W.shape=(%ld, %ld, %ld, %ld))",
+                     op, (long)xs[1], (long)wshape[1], (long)xs[0], (long)xs[1], (long)xs[2],
+                     (long)xs[3], (long)wshape[0], (long)wshape[1], (long)wshape[2], (long)wshape[3]);
+        return -1;
+    }
+    if (xs[2] + 2 * ph < wshape[2] || xs[3] + 2 * pw < wshape[3]) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: kernel %ldx%ld is larger than the padded input %ldx%ld "
+                     "(input %ldx%ld, pad (%d, %d))",
+                     op, (long)wshape[2], (long)wshape[3], (long)(xs[2] + 2 * ph),
+                     (long)(xs[3] + 2 * pw), (long)xs[2], (long)xs[3], ph, pw);
+        return -1;
+    }
+    g->N = (int)xs[0]; g->C = (int)xs[1]; g->H = (int)xs[2]; g->W = (int)xs[3];
+    g->O = (int)wshape[0]; g->kh = (int)wshape[2]; g->kw = (int)wshape[3];
+    g->sh = sh; g->sw = sw; g->ph = ph; g->pw = pw;
+    g->Ho = (g->H + 2 * ph - g->kh) / sh + 1;
+    g->Wo = (g->W + 2 * pw - g->kw) / sw + 1;
+    return 0;
+}
+
+static int tmpi_check_gy(PyArrayObject* gy, const tmpi_geom& g, const char* op)
+{
+    npy_intp* d = PyArray_DIMS(gy);
+    if (d[0] != g.N || d[1] != g.O || d[2] != g.Ho || d[3] != g.Wo) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: output gradient has shape (%ld, %ld, %ld, %ld), expected (%d, %d, %d, %d)",
+                     op, (long)d[0], (long)d[1], (long)d[2], (long)d[3], g.N, g.O, g.Ho, g.Wo);
+        return -1;
+    }
+    return 0;
+}
+
+#define TMPI_DISPATCH(typenum, call_f, call_d)                              \
+    ((typenum) == NPY_FLOAT32 ? (call_f)                                    \
+     : (typenum) == NPY_FLOAT64 ? (call_d)                                  \
+     : (PyErr_SetString(PyExc_TypeError, "conv2d: float32/float64 only"), -1))
+
+/* z = conv2d(x, w). */
+static int tmpi_conv2d_forward(PyArrayObject* x_in, PyArrayObject* w_in, PyArrayObject** z,
+                               int sh, int sw, int ph, int pw)
+{
+    tmpi_geom g;
+    if (tmpi_fill_geom(&g, x_in, PyArray_DIMS(w_in), sh, sw, ph, pw, "conv2d") != 0) return -1;
+    npy_intp dims[4] = {g.N, g.O, g.Ho, g.Wo};
+    int typenum = PyArray_TYPE(x_in);
+    if (tmpi_prepare_output(z, dims, typenum) != 0) return -1;
+    PyArrayObject* x = PyArray_GETCONTIGUOUS(x_in);
+    PyArrayObject* w = PyArray_GETCONTIGUOUS(w_in);
+    int rc = -1;
+    if (x && w) {
+        rc = TMPI_DISPATCH(typenum,
+            tmpi_forward_impl<float>((float*)PyArray_DATA(x), (float*)PyArray_DATA(w),
+                                     (float*)PyArray_DATA(*z), g),
+            tmpi_forward_impl<double>((double*)PyArray_DATA(x), (double*)PyArray_DATA(w),
+                                      (double*)PyArray_DATA(*z), g));
+    }
+    Py_XDECREF(x);
+    Py_XDECREF(w);
+    return rc;
+}
+
+/* z = d conv2d(x, w) / d w, contracted with gy. */
+static int tmpi_conv2d_grad_weights(PyArrayObject* x_in, PyArrayObject* w_in, PyArrayObject* gy_in,
+                                    PyArrayObject** z, int sh, int sw, int ph, int pw)
+{
+    tmpi_geom g;
+    npy_intp* ws = PyArray_DIMS(w_in);
+    if (tmpi_fill_geom(&g, x_in, ws, sh, sw, ph, pw, "conv2d_grad_weights") != 0) return -1;
+    if (tmpi_check_gy(gy_in, g, "conv2d_grad_weights") != 0) return -1;
+    npy_intp dims[4] = {ws[0], ws[1], ws[2], ws[3]};
+    int typenum = PyArray_TYPE(x_in);
+    if (tmpi_prepare_output(z, dims, typenum) != 0) return -1;
+    PyArrayObject* x = PyArray_GETCONTIGUOUS(x_in);
+    PyArrayObject* gy = PyArray_GETCONTIGUOUS(gy_in);
+    int rc = -1;
+    if (x && gy) {
+        rc = TMPI_DISPATCH(typenum,
+            tmpi_grad_weights_impl<float>((float*)PyArray_DATA(x), (float*)PyArray_DATA(gy),
+                                          (float*)PyArray_DATA(*z), g),
+            tmpi_grad_weights_impl<double>((double*)PyArray_DATA(x), (double*)PyArray_DATA(gy),
+                                           (double*)PyArray_DATA(*z), g));
+    }
+    Py_XDECREF(x);
+    Py_XDECREF(gy);
+    return rc;
+}
+
+/* z = d conv2d(x, w) / d x, contracted with gy (x is used for its shape only). */
+static int tmpi_conv2d_grad_inputs(PyArrayObject* x_in, PyArrayObject* w_in, PyArrayObject* gy_in,
+                                   PyArrayObject** z, int sh, int sw, int ph, int pw)
+{
+    tmpi_geom g;
+    if (tmpi_fill_geom(&g, x_in, PyArray_DIMS(w_in), sh, sw, ph, pw, "conv2d_grad_inputs") != 0)
+        return -1;
+    if (tmpi_check_gy(gy_in, g, "conv2d_grad_inputs") != 0) return -1;
+    npy_intp* xs = PyArray_DIMS(x_in);
+    npy_intp dims[4] = {xs[0], xs[1], xs[2], xs[3]};
+    int typenum = PyArray_TYPE(w_in);
+    if (tmpi_prepare_output(z, dims, typenum) != 0) return -1;
+    PyArrayObject* w = PyArray_GETCONTIGUOUS(w_in);
+    PyArrayObject* gy = PyArray_GETCONTIGUOUS(gy_in);
+    int rc = -1;
+    if (w && gy) {
+        rc = TMPI_DISPATCH(typenum,
+            tmpi_grad_inputs_impl<float>((float*)PyArray_DATA(w), (float*)PyArray_DATA(gy),
+                                         (float*)PyArray_DATA(*z), g),
+            tmpi_grad_inputs_impl<double>((double*)PyArray_DATA(w), (double*)PyArray_DATA(gy),
+                                          (double*)PyArray_DATA(*z), g));
+    }
+    Py_XDECREF(w);
+    Py_XDECREF(gy);
+    return rc;
+}
+"""
+
+
+def support_code() -> str:
+    """BLAS prototypes plus the conv kernels (identical for all three ops)."""
+    from pytensor.tensor.blas_headers import blas_header_text
+
+    return blas_header_text() + _KERNELS
+
+
+def cache_version() -> tuple:
+    """Compile-cache key component for the conv ops' C code."""
+    from pytensor.tensor.blas_headers import blas_header_version
+
+    return (C_CODE_VERSION, *blas_header_version())
+
+
+def call_code(function: str, inputs, output: str, params: str, fail: str) -> str:
+    """The c_code body: call one ``tmpi_conv2d_*`` entry point, ``fail`` on error.
+
+    ``params`` is the C name of the op's ParamsType struct (fields sh, sw, ph, pw).
+    """
+    args = ", ".join(inputs)
+    geometry = ", ".join(f"{params}->{field}" for field in ("sh", "sw", "ph", "pw"))
+    return (
+        f"if ({function}({args}, &{output}, {geometry}) != 0) {{\n"
+        f"    {fail}\n"
+        f"}}\n"
+    )

@@ -1,0 +1,206 @@
+"""C++ support code for the Pool2d ops (plain loops over (N*C) planes).
+
+Max pooling follows torch: a window's maximum is replaced by a later element
+only when that element is strictly greater (ties keep the first maximum) or
+NaN. Average pooling divides by the full window size (zero padding counted).
+
+Example
+-------
+>>> from theanompi.models.ops._pool_c import call_code
+>>> "p->kh" in call_code("tmpi_pool2d_forward", ["x"], "z", "p", "fail;")
+True
+"""
+
+from __future__ import annotations
+
+#: Bump when the C text below changes (part of pytensor's compile-cache key).
+C_CODE_VERSION = 3
+
+SUPPORT_CODE = r"""
+#include <string.h>
+#include <math.h>
+
+struct tmpi_pgeom {
+    int NC, H, W, kh, kw, sh, sw, ph, pw, Ho, Wo;
+};
+
+template <typename T>
+static inline int tmpi_pool_better(T v, T best)
+{
+    return v > best || v != v;
+}
+
+template <typename T>
+static void tmpi_pool_fwd_impl(const T* x, T* y, const tmpi_pgeom& g, int is_max)
+{
+    const T inv = (T)1 / (T)(g.kh * g.kw);
+    for (int p = 0; p < g.NC; ++p) {
+        const T* xp = x + (size_t)p * g.H * g.W;
+        T* yp = y + (size_t)p * g.Ho * g.Wo;
+        for (int oh = 0; oh < g.Ho; ++oh) {
+            const int h0 = oh * g.sh - g.ph;
+            const int hs = h0 < 0 ? 0 : h0;
+            const int he = h0 + g.kh > g.H ? g.H : h0 + g.kh;
+            for (int ow = 0; ow < g.Wo; ++ow) {
+                const int w0 = ow * g.sw - g.pw;
+                const int ws = w0 < 0 ? 0 : w0;
+                const int we = w0 + g.kw > g.W ? g.W : w0 + g.kw;
+                T acc;
+                if (is_max) {
+                    acc = -INFINITY;
+                    for (int h = hs; h < he; ++h)
+                        for (int w = ws; w < we; ++w) {
+                            const T v = xp[h * g.W + w];
+                            if (tmpi_pool_better(v, acc)) acc = v;
+                        }
+                } else {
+                    acc = 0;
+                    for (int h = hs; h < he; ++h)
+                        for (int w = ws; w < we; ++w) acc += xp[h * g.W + w];
+                    acc *= inv;
+                }
+                yp[oh * g.Wo + ow] = acc;
+            }
+        }
+    }
+}
+
+template <typename T>
+static void tmpi_pool_grad_impl(const T* x, const T* gy, T* dx, const tmpi_pgeom& g, int is_max)
+{
+    const T inv = (T)1 / (T)(g.kh * g.kw);
+    memset(dx, 0, sizeof(T) * (size_t)g.NC * g.H * g.W);
+    for (int p = 0; p < g.NC; ++p) {
+        const T* xp = x + (size_t)p * g.H * g.W;
+        const T* gp = gy + (size_t)p * g.Ho * g.Wo;
+        T* dp = dx + (size_t)p * g.H * g.W;
+        for (int oh = 0; oh < g.Ho; ++oh) {
+            const int h0 = oh * g.sh - g.ph;
+            const int hs = h0 < 0 ? 0 : h0;
+            const int he = h0 + g.kh > g.H ? g.H : h0 + g.kh;
+            for (int ow = 0; ow < g.Wo; ++ow) {
+                const int w0 = ow * g.sw - g.pw;
+                const int ws = w0 < 0 ? 0 : w0;
+                const int we = w0 + g.kw > g.W ? g.W : w0 + g.kw;
+                const T gv = gp[oh * g.Wo + ow];
+                if (is_max) {
+                    T best = -INFINITY;
+                    int arg = -1;
+                    for (int h = hs; h < he; ++h)
+                        for (int w = ws; w < we; ++w) {
+                            const T v = xp[h * g.W + w];
+                            if (arg < 0 || tmpi_pool_better(v, best)) { best = v; arg = h * g.W + w; }
+                        }
+                    if (arg >= 0) dp[arg] += gv;
+                } else {
+                    const T share = gv * inv;
+                    for (int h = hs; h < he; ++h)
+                        for (int w = ws; w < we; ++w) dp[h * g.W + w] += share;
+                }
+            }
+        }
+    }
+}
+
+static int tmpi_pool_prepare_output(PyArrayObject** out, npy_intp* dims, int typenum)
+{
+    if (*out && PyArray_NDIM(*out) == 4 && PyArray_TYPE(*out) == typenum
+        && PyArray_IS_C_CONTIGUOUS(*out)) {
+        npy_intp* d = PyArray_DIMS(*out);
+        if (d[0] == dims[0] && d[1] == dims[1] && d[2] == dims[2] && d[3] == dims[3]) return 0;
+    }
+    Py_XDECREF(*out);
+    *out = (PyArrayObject*)PyArray_EMPTY(4, dims, typenum, 0);
+    return *out ? 0 : -1;
+}
+
+static int tmpi_pool_geom(tmpi_pgeom* g, PyArrayObject* x, int kh, int kw, int sh, int sw,
+                          int ph, int pw, const char* op)
+{
+    npy_intp* xs = PyArray_DIMS(x);
+    if (xs[2] + 2 * ph < kh || xs[3] + 2 * pw < kw) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: window %dx%d is larger than the padded input %ldx%ld "
+                     "(input %ldx%ld, pad (%d, %d))",
+                     op, kh, kw, (long)(xs[2] + 2 * ph), (long)(xs[3] + 2 * pw),
+                     (long)xs[2], (long)xs[3], ph, pw);
+        return -1;
+    }
+    g->NC = (int)(xs[0] * xs[1]); g->H = (int)xs[2]; g->W = (int)xs[3];
+    g->kh = kh; g->kw = kw; g->sh = sh; g->sw = sw; g->ph = ph; g->pw = pw;
+    g->Ho = (g->H + 2 * ph - kh) / sh + 1;
+    g->Wo = (g->W + 2 * pw - kw) / sw + 1;
+    return 0;
+}
+
+static int tmpi_pool2d_forward(PyArrayObject* x_in, PyArrayObject** z, int kh, int kw,
+                               int sh, int sw, int ph, int pw, int is_max)
+{
+    tmpi_pgeom g;
+    const char* op = is_max ? "max_pool2d" : "average_pool2d";
+    if (tmpi_pool_geom(&g, x_in, kh, kw, sh, sw, ph, pw, op) != 0) return -1;
+    npy_intp* xs = PyArray_DIMS(x_in);
+    npy_intp dims[4] = {xs[0], xs[1], g.Ho, g.Wo};
+    const int typenum = PyArray_TYPE(x_in);
+    if (tmpi_pool_prepare_output(z, dims, typenum) != 0) return -1;
+    PyArrayObject* x = PyArray_GETCONTIGUOUS(x_in);
+    if (!x) return -1;
+    if (typenum == NPY_FLOAT32)
+        tmpi_pool_fwd_impl<float>((float*)PyArray_DATA(x), (float*)PyArray_DATA(*z), g, is_max);
+    else
+        tmpi_pool_fwd_impl<double>((double*)PyArray_DATA(x), (double*)PyArray_DATA(*z), g, is_max);
+    Py_DECREF(x);
+    return 0;
+}
+
+static int tmpi_pool2d_grad(PyArrayObject* x_in, PyArrayObject* gy_in, PyArrayObject** z,
+                            int kh, int kw, int sh, int sw, int ph, int pw, int is_max)
+{
+    tmpi_pgeom g;
+    const char* op = is_max ? "max_pool2d_grad" : "average_pool2d_grad";
+    if (tmpi_pool_geom(&g, x_in, kh, kw, sh, sw, ph, pw, op) != 0) return -1;
+    npy_intp* xs = PyArray_DIMS(x_in);
+    npy_intp* gs = PyArray_DIMS(gy_in);
+    if (gs[0] != xs[0] || gs[1] != xs[1] || gs[2] != g.Ho || gs[3] != g.Wo) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: output gradient has shape (%ld, %ld, %ld, %ld), expected (%ld, %ld, %d, %d)",
+                     op, (long)gs[0], (long)gs[1], (long)gs[2], (long)gs[3],
+                     (long)xs[0], (long)xs[1], g.Ho, g.Wo);
+        return -1;
+    }
+    npy_intp dims[4] = {xs[0], xs[1], xs[2], xs[3]};
+    const int typenum = PyArray_TYPE(x_in);
+    if (tmpi_pool_prepare_output(z, dims, typenum) != 0) return -1;
+    PyArrayObject* x = PyArray_GETCONTIGUOUS(x_in);
+    PyArrayObject* gy = PyArray_GETCONTIGUOUS(gy_in);
+    if (x && gy) {
+        if (typenum == NPY_FLOAT32)
+            tmpi_pool_grad_impl<float>((float*)PyArray_DATA(x), (float*)PyArray_DATA(gy),
+                                       (float*)PyArray_DATA(*z), g, is_max);
+        else
+            tmpi_pool_grad_impl<double>((double*)PyArray_DATA(x), (double*)PyArray_DATA(gy),
+                                        (double*)PyArray_DATA(*z), g, is_max);
+    }
+    const int rc = (x && gy) ? 0 : -1;
+    Py_XDECREF(x);
+    Py_XDECREF(gy);
+    return rc;
+}
+"""
+
+
+_FIELDS = ("kh", "kw", "sh", "sw", "ph", "pw", "is_max")
+
+
+def call_code(function, inputs, output, params, fail) -> str:
+    """The c_code body: call ``function`` with the op's parameters, ``fail`` on error.
+
+    ``params`` is the C name of the op's ParamsType struct (fields in ``_FIELDS``).
+    """
+    args = ", ".join(inputs)
+    geometry = ", ".join(f"{params}->{field}" for field in _FIELDS)
+    return (
+        f"if ({function}({args}, &{output}, {geometry}) != 0) {{\n"
+        f"    {fail}\n"
+        f"}}\n"
+    )

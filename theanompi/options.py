@@ -1,0 +1,157 @@
+"""Session options: one schema shared by the cfg file, tmlauncher flags and ``Rule.init``.
+
+Each :class:`Option` has a Python keyword (``sync_type``) and a cfg key
+(``BSP_SYNC_TYPE``). Values arrive as strings (cfg) or Python objects
+(``Rule.init``); the option's parser converts and validates both.
+
+Example
+-------
+>>> opt = Option("avg_freq", "BSP_AVG_FREQ", positive_int, 1, "average every k iterations")
+>>> opt.convert("4")
+4
+>>> opt.convert("0")
+Traceback (most recent call last):
+...
+theanompi.errors.ConfigError: BSP_AVG_FREQ='0' is not allowed; use an integer >= 1
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from theanompi.errors import ConfigError
+
+
+class InvalidValue(ValueError):
+    """Raised by a parser; its message says what is allowed."""
+
+
+def positive_int(value: Any) -> int:
+    try:
+        number = int(str(value).strip()) if not isinstance(value, bool) else None
+    except ValueError:
+        number = None
+    if number is None or number < 1:
+        raise InvalidValue("use an integer >= 1")
+    return number
+
+
+def non_negative_int(value: Any) -> int:
+    try:
+        number = int(str(value).strip()) if not isinstance(value, bool) else None
+    except ValueError:
+        number = None
+    if number is None or number < 0:
+        raise InvalidValue("use an integer >= 0")
+    return number
+
+
+def non_negative_float(value: Any) -> float:
+    try:
+        number = float(str(value).strip()) if not isinstance(value, bool) else None
+    except ValueError:
+        number = None
+    if number is None or not number >= 0.0 or number == float("inf"):
+        raise InvalidValue("use a finite number >= 0")
+    return number
+
+
+def choice(*allowed: str) -> Callable[[Any], str]:
+    """Parser accepting one of ``allowed`` (case-insensitive), returning the canonical spelling."""
+
+    def parse(value: Any) -> str:
+        text = str(value).strip()
+        for item in allowed:
+            if text.lower() == item.lower():
+                return item
+        raise InvalidValue("use one of: " + ", ".join(allowed))
+
+    return parse
+
+
+def text_value(value: Any) -> str:
+    text = str(value).strip()
+    if not text:
+        raise InvalidValue("use a non-empty value")
+    return text
+
+
+@dataclass(frozen=True)
+class Option:
+    """One session option: keyword, cfg key, parser, default and a help line."""
+
+    name: str
+    cfg_key: str
+    parse: Callable[[Any], Any]
+    default: Any
+    help: str
+
+    def convert(self, value: Any) -> Any:
+        """Parsed value, or ConfigError naming key, value and what is allowed."""
+        try:
+            return self.parse(value)
+        except InvalidValue as err:
+            raise ConfigError(f"{self.cfg_key}={value!r} is not allowed; {err}") from None
+
+
+#: Options every rule takes.
+COMMON_OPTIONS = (
+    Option("n_epochs", "N_EPOCHS", positive_int, None, "epochs to train (default: the model's n_epochs, else 10)"),
+    Option("seed", "SEED", non_negative_int, 0, "seed for initialisation and the common shuffle"),
+    Option("bind", "BIND", choice("none", "core", "socket", "numa"), "none", "bind each rank through mpiexec --bind-to"),
+    Option("run_dir", "RUN_DIR", text_value, None, "directory for logs, records and the final model (default runs/RULE-TIME)"),
+    Option("log_level", "LOG_LEVEL", choice("DEBUG", "INFO", "WARNING", "ERROR"), "INFO", "logging level of rank 0"),
+    Option("lr_scaling", "LR_SCALING", choice("none", "linear"), "none", "linear: multiply the learning rate by the number of workers"),
+    Option("warmup_epochs", "WARMUP_EPOCHS", non_negative_float, 0.0, "epochs over which a scaled learning rate ramps up from its 1-worker value"),
+)
+
+MODEL_PREFIX = "MODEL_"
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def parse_literal(text: str) -> Any:
+    """cfg text -> int, float, bool or str (``MODEL_*`` values)."""
+    text = text.strip()
+    low = text.lower()
+    if low in ("true", "yes", "on"):
+        return True
+    if low in ("false", "no", "off"):
+        return False
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def resolve_options(schema: tuple[Option, ...], given: dict[str, Any], rule_name: str) -> dict[str, Any]:
+    """Validate keyword options against ``schema``; fill defaults.
+
+    Raises ConfigError for an unknown keyword, listing the allowed ones.
+    """
+    by_name = {opt.name: opt for opt in schema}
+    unknown = sorted(set(given) - set(by_name))
+    if unknown:
+        raise ConfigError(
+            f"{rule_name}: unknown option {unknown[0]!r}; allowed: {', '.join(sorted(by_name))}"
+        )
+    resolved = {}
+    for opt in schema:
+        value = given.get(opt.name)
+        resolved[opt.name] = opt.default if value is None else opt.convert(value)
+    return resolved
+
+
+def check_model_options(model_options: dict[str, Any]) -> dict[str, Any]:
+    """Model options must be a dict with identifier keys (lower-cased)."""
+    if not isinstance(model_options, dict):
+        raise ConfigError(f"model_options={model_options!r} must be a dict")
+    out = {}
+    for key, value in model_options.items():
+        if not isinstance(key, str) or not _NAME_RE.match(key):
+            raise ConfigError(f"model option name {key!r} is not an identifier")
+        out[key.lower()] = value
+    return out

@@ -1,0 +1,80 @@
+"""A model's parameters <-> one contiguous flat buffer (tensor fusion).
+
+Exchanging one fused buffer costs one collective instead of one per parameter.
+
+Example
+-------
+>>> import numpy as np, pytensor
+>>> params = [pytensor.shared(np.ones((2, 3), "float32")), pytensor.shared(np.zeros(4, "float32"))]
+>>> fused = FusedParams(params)
+>>> flat = fused.read()
+>>> flat.shape, flat.dtype
+((10,), dtype('float32'))
+>>> fused.write(flat * 2)
+>>> params[0].get_value()[0, 0]
+2.0
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from theanompi.errors import ContractError
+
+
+class FlatLayout:
+    """Offsets of arrays of given shapes inside one 1-D buffer."""
+
+    def __init__(self, shapes: list[tuple[int, ...]]):
+        self.shapes = [tuple(int(d) for d in s) for s in shapes]
+        self.sizes = [int(np.prod(s)) for s in self.shapes]
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(int).tolist()
+        self.total = self.offsets[-1]
+
+    def pack(self, arrays, out: np.ndarray) -> np.ndarray:
+        """Copy ``arrays`` into ``out`` (1-D, length ``total``)."""
+        for arr, start, stop in zip(arrays, self.offsets, self.offsets[1:]):
+            out[start:stop] = np.ravel(arr)
+        return out
+
+    def views(self, flat: np.ndarray) -> list[np.ndarray]:
+        """Shaped views into ``flat`` (no copies)."""
+        return [
+            flat[start:stop].reshape(shape)
+            for start, stop, shape in zip(self.offsets, self.offsets[1:], self.shapes)
+        ]
+
+
+class FusedParams:
+    """Read all params into one flat buffer and write a flat buffer back.
+
+    All params must share one dtype (one buffer, one collective).
+    """
+
+    def __init__(self, params):
+        self.params = list(params)
+        values = [p.get_value(borrow=True) for p in self.params]
+        dtypes = {v.dtype for v in values}
+        if len(dtypes) != 1:
+            names = ", ".join(f"{p.name or i}:{v.dtype}" for i, (p, v) in enumerate(zip(self.params, values)))
+            raise ContractError(f"params must share one dtype to be fused; got {names}")
+        self.dtype = dtypes.pop()
+        self.layout = FlatLayout([v.shape for v in values])
+        self.buffer = np.empty(self.layout.total, dtype=self.dtype)
+
+    @property
+    def size(self) -> int:
+        return self.layout.total
+
+    def read(self) -> np.ndarray:
+        """Current parameter values packed into the (reused) fused buffer."""
+        return self.layout.pack((p.get_value(borrow=True) for p in self.params), self.buffer)
+
+    def write(self, flat: np.ndarray, scale: float | None = None) -> None:
+        """Set every param from ``flat`` (times ``scale``, fused into the copy); ``flat`` may be reused."""
+        for p, view in zip(self.params, self.layout.views(flat)):
+            if scale is None:
+                value = np.array(view, dtype=self.dtype)
+            else:
+                value = np.multiply(view, self.dtype.type(scale), dtype=self.dtype)
+            p.set_value(value, borrow=True)

@@ -1,0 +1,127 @@
+"""Recorder: per-iteration calc/comm/wait seconds and per-epoch metrics, as JSON lines.
+
+Timers nest: time spent in an inner timer (e.g. 'wait' for data inside the
+model's step) is not counted again in the enclosing one ('calc').
+Rank 0 writes ``iterations.jsonl``, ``epochs.jsonl`` and ``summary.json`` into
+the run directory; other ranks only keep their local sums.
+
+Example
+-------
+>>> rec = Recorder(run_dir=None)
+>>> with rec.timer("calc"):
+...     rec.record_train(loss=0.5, error=0.25, n=4)
+>>> it = rec.end_iteration()
+>>> sorted(it)
+['calc', 'comm', 'iteration', 'wait']
+>>> rec.train_means()
+(0.5, 0.25)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+TIMERS = ("calc", "comm", "wait")
+
+
+class Recorder:
+    def __init__(self, run_dir: Path | None, write: bool = True):
+        self.run_dir = Path(run_dir) if run_dir else None
+        self.write = write and self.run_dir is not None
+        self._stack: list[list[float]] = []  # [start, time of nested timers]
+        self._iter = {k: 0.0 for k in TIMERS}
+        self._epoch_times = {k: 0.0 for k in TIMERS}
+        self._train = [0.0, 0.0, 0]  # loss*n, error*n, n
+        self._val = [0.0, 0.0, 0]
+        self.iteration = 0
+        self.epochs: list[dict[str, Any]] = []
+        self._iter_file = None
+        if self.write:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self._iter_file = open(self.run_dir / "iterations.jsonl", "a")
+
+    @contextmanager
+    def timer(self, kind: str):
+        """Add the block's wall time (minus nested timers) to ``kind``."""
+        if kind not in TIMERS:
+            raise ValueError(f"timer kind {kind!r} is not one of {TIMERS}")
+        frame = [time.perf_counter(), 0.0]
+        self._stack.append(frame)
+        try:
+            yield
+        finally:
+            self._stack.pop()
+            elapsed = time.perf_counter() - frame[0]
+            self._iter[kind] += elapsed - frame[1]
+            if self._stack:
+                self._stack[-1][1] += elapsed
+
+    def record_train(self, loss: float, error: float, n: int) -> None:
+        """Mean loss and error rate of one training batch of ``n`` samples."""
+        self._train[0] += float(loss) * n
+        self._train[1] += float(error) * n
+        self._train[2] += int(n)
+
+    def record_val(self, loss: float, error: float, n: int) -> None:
+        """Mean loss and error rate of one validation batch of ``n`` samples."""
+        self._val[0] += float(loss) * n
+        self._val[1] += float(error) * n
+        self._val[2] += int(n)
+
+    def end_iteration(self) -> dict[str, float]:
+        """Close the current iteration; returns (and, on rank 0, writes) its timings."""
+        record = {"iteration": self.iteration, **{k: round(v, 6) for k, v in self._iter.items()}}
+        for k in TIMERS:
+            self._epoch_times[k] += self._iter[k]
+            self._iter[k] = 0.0
+        self.iteration += 1
+        if self._iter_file:
+            self._iter_file.write(json.dumps(record) + "\n")
+        return record
+
+    def train_means(self) -> tuple[float, float]:
+        loss, err, n = self._train
+        return (loss / n, err / n) if n else (float("nan"), float("nan"))
+
+    def train_sums(self) -> list[float]:
+        """[loss*n, error*n, n] of this rank's training since the last epoch end."""
+        return list(self._train)
+
+    def val_sums(self) -> list[float]:
+        """[loss*n, error*n, n] of this rank's validation since the last epoch end."""
+        return list(self._val)
+
+    def end_epoch(self, epoch: int, extra: dict[str, Any]) -> dict[str, Any]:
+        """Close an epoch; ``extra`` carries rank-aggregated metrics. Returns the epoch record."""
+        train_loss, train_err = self.train_means()
+        record = {
+            "epoch": epoch,
+            "train_loss": train_loss,
+            "train_error": train_err,
+            **{f"{k}_s": round(v, 6) for k, v in self._epoch_times.items()},
+            **extra,
+        }
+        self.epochs.append(record)
+        self._train = [0.0, 0.0, 0]
+        self._val = [0.0, 0.0, 0]
+        self._epoch_times = {k: 0.0 for k in TIMERS}
+        if self.write:
+            with open(self.run_dir / "epochs.jsonl", "a") as f:
+                f.write(json.dumps(record) + "\n")
+            self._iter_file.flush()
+        return record
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        if self.write:
+            tmp = self.run_dir / "summary.json.tmp"
+            tmp.write_text(json.dumps(summary, indent=2))
+            tmp.replace(self.run_dir / "summary.json")
+
+    def close(self) -> None:
+        if self._iter_file:
+            self._iter_file.close()
+            self._iter_file = None

@@ -1,0 +1,20 @@
+"""Parameter-sharing rules, by the name RULE takes in the cfg file."""
+
+from __future__ import annotations
+
+from theanompi.errors import ConfigError
+from theanompi.rules.base import Rule
+from theanompi.rules.bsp import BSP
+
+RULES: dict[str, type[Rule]] = {"BSP": BSP}
+
+
+def get_rule(name: str) -> type[Rule]:
+    """Rule class for a RULE value (case-insensitive); ConfigError listing the allowed ones."""
+    for key, cls in RULES.items():
+        if str(name).strip().upper() == key:
+            return cls
+    raise ConfigError(f"RULE={name!r} is not allowed; use one of: {', '.join(RULES)}")
+
+
+__all__ = ["BSP", "RULES", "Rule", "get_rule"]

@@ -1,0 +1,140 @@
+"""Rule: a parameter-sharing rule's launch side (plan, mpiexec) and the hook for its rank loop.
+
+Subclasses set ``name`` and ``rule_options``, may override :meth:`launch_ranks`
+(e.g. to add server ranks) and implement :meth:`run_rank`, which runs inside
+every MPI rank (see ``theanompi.worker``).
+
+Example
+-------
+>>> from theanompi import BSP
+>>> rule = BSP()
+>>> rule.init(devices=["cpu0", "cpu1"], modelfile="theanompi.models.mlp",
+...           modelclass="MLP", n_epochs=5)             # doctest: +SKIP
+>>> rule.wait()                                          # doctest: +SKIP
+0
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from theanompi.backend import configure_pytensor
+from theanompi.contract import check_model_class
+from theanompi.devices import Device, check_local_devices, parse_devices
+from theanompi.errors import ConfigError
+from theanompi.model_loader import load_model_class
+from theanompi.mpirun import RankSpec, Session, mpiexec_command
+from theanompi.options import COMMON_OPTIONS, Option, check_model_options, resolve_options
+from theanompi.session import SessionSpec
+
+log = logging.getLogger(__name__)
+
+
+class Rule:
+    """Base class of BSP, EASGD, GOSGD, ASGD."""
+
+    name: ClassVar[str] = ""
+    rule_options: ClassVar[tuple[Option, ...]] = ()
+
+    def __init__(self):
+        self.spec: SessionSpec | None = None
+        self.session: Session | None = None
+
+    # ----- launch side -------------------------------------------------------------
+    @classmethod
+    def option_schema(cls) -> tuple[Option, ...]:
+        return COMMON_OPTIONS + cls.rule_options
+
+    @classmethod
+    def launch_ranks(cls, devices: list[Device], options: dict[str, Any]) -> list[RankSpec]:
+        """One worker rank per device; rules with servers add theirs."""
+        return [RankSpec(device, "worker") for device in devices]
+
+    @classmethod
+    def check_options(cls, devices: list[Device], options: dict[str, Any]) -> None:
+        """Cross-checks between options and devices (ConfigError); override as needed."""
+
+    @classmethod
+    def plan_session(cls, devices, modelfile: str, modelclass: str,
+                     model_options: dict[str, Any] | None = None, cwd: str | None = None,
+                     **options: Any) -> tuple[SessionSpec, list[RankSpec]]:
+        """Validate everything a session needs and return its spec and ranks (nothing started)."""
+        cwd = os.path.abspath(cwd or os.getcwd())
+        devices = parse_devices(devices)
+        resolved = resolve_options(cls.option_schema(), options, cls.name)
+        model_options = check_model_options(model_options or {})
+        cls.check_options(devices, resolved)
+        check_local_devices(devices)
+        if not isinstance(modelfile, str) or not modelfile.strip():
+            raise ConfigError(f"MODELFILE={modelfile!r} must name a module or a .py file")
+        if not isinstance(modelclass, str) or not modelclass.isidentifier():
+            raise ConfigError(f"MODELCLASS={modelclass!r} must be a class name")
+        if "pytensor" not in sys.modules:
+            configure_pytensor()  # the model module may import pytensor: same cache and backend
+        model_cls = load_model_class(modelfile, modelclass, cwd)
+        check_model_class(model_cls)
+        if callable(getattr(model_cls, "validate_options", None)):
+            model_cls.validate_options(model_options)
+        ranks = cls.launch_ranks(devices, resolved)
+        if resolved["run_dir"] is None:
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            resolved["run_dir"] = os.path.join("runs", f"{cls.name.lower()}-{stamp}-{os.getpid()}")
+        resolved["run_dir"] = os.path.join(cwd, resolved["run_dir"])
+        spec = SessionSpec(
+            rule=cls.name, devices=[str(d) for d in devices], modelfile=modelfile,
+            modelclass=modelclass, options=resolved, model_options=model_options,
+            ranks=[{"role": r.role, "device": str(r.device)} for r in ranks], cwd=cwd,
+        )
+        return spec, ranks
+
+    def start(self, spec: SessionSpec, ranks: list[RankSpec]) -> "Rule":
+        """Write the spec into its run directory and start mpiexec."""
+        run_dir = Path(spec.run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        spec_path = run_dir / "session.json"
+        spec.save(spec_path)
+        argv = mpiexec_command(ranks, str(spec_path), bind=spec.options["bind"])
+        log.info("starting %d ranks: %s", len(ranks), ", ".join(str(r.device) for r in ranks))
+        self.spec = spec
+        self.session = Session(argv, run_dir, ranks)
+        return self
+
+    def init(self, devices, modelfile: str, modelclass: str,
+             model_options: dict[str, Any] | None = None, **options: Any) -> "Rule":
+        """Start a session (non-blocking); ``wait()`` returns its exit code.
+
+        ``options`` are the rule's keyword options (``n_epochs``, ``seed``, and
+        the rule's own, e.g. BSP's ``sync_type``); ``model_options`` reach the
+        ModelClass as ``config.model_options``. Raises ConfigError on bad input.
+        """
+        spec, ranks = self.plan_session(devices, modelfile, modelclass, model_options, **options)
+        return self.start(spec, ranks)
+
+    def wait(self) -> int:
+        """Block until the session ends; 0 on success. A failure is logged naming the rank."""
+        if self.session is None:
+            raise RuntimeError(f"{type(self).__name__}.wait() called before init()")
+        code = self.session.wait()
+        if code != 0:
+            log.error("session failed: %s", self.session.failure)
+        return code
+
+    @property
+    def failure(self) -> str | None:
+        """One line explaining why the session failed (None while running or on success)."""
+        return self.session.failure if self.session else None
+
+    @property
+    def run_dir(self) -> Path | None:
+        return Path(self.spec.run_dir) if self.spec else None
+
+    # ----- rank side ---------------------------------------------------------------
+    @classmethod
+    def run_rank(cls, ctx) -> None:
+        """The rule's process loop, run in every rank (``ctx``: theanompi.worker.RankContext)."""
+        raise NotImplementedError(f"rule {cls.name} has no rank loop")

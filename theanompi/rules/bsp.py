@@ -1,0 +1,150 @@
+"""BSP: bulk-synchronous data parallelism.
+
+* ``cdd``: every iteration the workers' update vectors (gradients of the mean
+  loss) are summed by one in-place allreduce of a fused buffer and every worker
+  applies W <- W - lr * sum(u)/N. Equals one process with N x the batch,
+  momentum included.
+* ``avg``: workers step locally and average their parameters every
+  ``avg_freq`` iterations (and at every epoch end) -- local SGD.
+
+With a single worker there is nothing to exchange: the model compiles its
+one-function local step whatever the sync type (the same arithmetic as ``cdd``).
+
+Example
+-------
+>>> from theanompi import BSP
+>>> rule = BSP()
+>>> rule.init(devices=["cpu0", "cpu1"], modelfile="theanompi.models.mlp", modelclass="MLP",
+...           sync_type="avg", avg_freq=4)     # doctest: +SKIP
+>>> rule.wait()                                 # doctest: +SKIP
+0
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from theanompi.errors import ContractError
+from theanompi.exchange import STRATEGIES, check_strategy
+from theanompi.options import Option, choice, positive_int
+from theanompi.rules.base import Rule
+
+log = logging.getLogger("theanompi")
+
+
+class BSP(Rule):
+    name = "BSP"
+    rule_options = (
+        Option("sync_type", "BSP_SYNC_TYPE", choice("cdd", "avg"), "cdd",
+               "cdd: average update vectors every step; avg: average parameters every avg_freq steps"),
+        Option("exch_strategy", "BSP_EXCH_STRATEGY", choice(*STRATEGIES), "ar", "how buffers travel (ar: host MPI)"),
+        Option("avg_freq", "BSP_AVG_FREQ", positive_int, 1, "avg: iterations between parameter averages"),
+    )
+
+    @classmethod
+    def check_options(cls, devices, options) -> None:
+        check_strategy(options["exch_strategy"], devices)
+
+    @classmethod
+    def run_rank(cls, ctx) -> None:
+        BSPWorker(ctx).run()
+
+
+class BSPWorker:
+    """One BSP worker: builds the model, then trains epoch by epoch, exchanging as configured."""
+
+    def __init__(self, ctx):
+        from theanompi import training
+        from theanompi.exchange import make_exchanger
+        from theanompi.params import FusedParams
+        from theanompi.recorder import Recorder
+
+        self.ctx = ctx
+        self.comm = ctx.comm
+        self.options = ctx.spec.options
+        self.sync_type = self.options["sync_type"] if self.comm.size > 1 else "local"
+        self.model = training.build_model(ctx, self.comm.rank, self.comm.size, self.sync_type)
+        self.fused = FusedParams(self.model.params)
+        self.exchanger = make_exchanger(self.options["exch_strategy"], self.comm)
+        self.recorder = Recorder(ctx.spec.run_dir, write=self.comm.rank == 0)
+        self.n_epochs = training.n_epochs_for(self.model, self.options)
+        self.iteration = 0
+        training.check_agreement(
+            self.comm, n_batch_train=self.model.data.n_batch_train, n_params=self.fused.size,
+            param_dtype=str(self.fused.dtype),
+        )
+        self.exchanger.bcast(self.fused.read(), root=0)  # every worker starts from rank 0's params
+        self.fused.write(self.fused.buffer)
+
+    # -- one iteration -----------------------------------------------------------------
+    def step_cdd(self, count: int) -> None:
+        rec = self.recorder
+        with rec.timer("calc"):
+            vector = self.model.train_iter(count, rec)
+        if self.iteration == 0:
+            self._check_update_vector(vector)
+        with rec.timer("comm"):
+            self.exchanger.allreduce_sum(vector)
+        with rec.timer("calc"):
+            self.model.apply_update(vector)
+
+    def step_avg(self, count: int) -> None:
+        with self.recorder.timer("calc"):
+            self.model.train_iter(count, self.recorder)
+        if (self.iteration + 1) % self.options["avg_freq"] == 0:
+            self.average_params()
+
+    def step_local(self, count: int) -> None:
+        with self.recorder.timer("calc"):
+            self.model.train_iter(count, self.recorder)
+
+    def average_params(self) -> None:
+        """Replace every worker's params with their mean over workers."""
+        with self.recorder.timer("comm"):
+            flat = self.exchanger.allreduce_sum(self.fused.read())
+            self.fused.write(flat, scale=1.0 / self.comm.size)
+
+    def _check_update_vector(self, vector) -> None:
+        name = type(self.model).__name__
+        ok = isinstance(vector, np.ndarray) and vector.ndim == 1 and vector.flags.c_contiguous
+        if not ok or vector.size != self.fused.size or vector.dtype != self.fused.dtype:
+            got = f"{type(vector).__name__} {getattr(vector, 'shape', '')} {getattr(vector, 'dtype', '')}"
+            raise ContractError(
+                f"ModelClass {name!r}: with BSP_SYNC_TYPE=cdd, train_iter must return the update vector as a "
+                f"contiguous 1-D {self.fused.dtype} array of {self.fused.size} elements; got {got}"
+            )
+
+    # -- the session -----------------------------------------------------------------
+    def run(self) -> None:
+        from theanompi import training
+
+        step = {"cdd": self.step_cdd, "avg": self.step_avg, "local": self.step_local}[self.sync_type]
+        progress = training.Progress(self.n_epochs)
+        rank0 = self.comm.rank == 0
+        for epoch in range(self.n_epochs):
+            self.model.adjust_hyperp(epoch)
+            for count in range(self.model.data.n_batch_train):
+                step(count)
+                self.recorder.end_iteration()
+                self.iteration += 1
+            if self.sync_type == "avg" and self.iteration % self.options["avg_freq"]:
+                self.average_params()  # validate (and finish) on the common model
+            metrics = training.train_metrics(self.recorder, self.comm)
+            metrics.update(training.validate(self.model, self.recorder, self.comm))
+            if rank0:
+                metrics.update(progress.epoch_done(epoch, metrics))
+            self.recorder.end_epoch(epoch, metrics)
+        if rank0:
+            last = self.recorder.epochs[-1]
+            path = training.save_final_params(self.model.params, self.ctx.spec.run_dir)
+            self.recorder.write_summary({
+                "rule": "BSP", "sync_type": self.options["sync_type"], "workers": self.comm.size,
+                "epochs": self.n_epochs, "iterations": self.iteration,
+                "final_val_accuracy": last["val_accuracy"], "final_val_loss": last["val_loss"],
+                "final_params": str(path), "wall_s": last.get("elapsed_s"),
+            })
+            log.info("final validation accuracy: %.2f%%", 100 * last["val_accuracy"])
+        self.recorder.close()
+        self.model.cleanup()

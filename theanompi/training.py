@@ -1,0 +1,126 @@
+"""Rank-side pieces every rule's loop shares: model construction, agreement checks,
+validation across ranks, progress lines and the final model.
+
+Example (inside a rule's ``run_rank``)
+-------
+>>> model = build_model(ctx, worker_rank=0, n_workers=2, sync_type="cdd")   # doctest: +SKIP
+>>> val = validate(model, recorder, comm)                                  # doctest: +SKIP
+>>> sorted(val)                                                            # doctest: +SKIP
+['val_accuracy', 'val_error', 'val_loss', 'val_samples']
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from theanompi.contract import WorkerConfig, check_model_instance
+from theanompi.errors import ContractError
+from theanompi.model_loader import load_model_class
+
+log = logging.getLogger("theanompi")
+
+DEFAULT_EPOCHS = 10
+
+
+def build_model(ctx, worker_rank: int, n_workers: int, sync_type: str | None):
+    """Construct the session's ModelClass for one worker, check the contract, compile."""
+    spec = ctx.spec
+    cls = load_model_class(spec.modelfile, spec.modelclass, spec.cwd)
+    config = WorkerConfig(
+        rank=worker_rank, size=n_workers, seed=spec.options["seed"], device=ctx.device,
+        sync_type=sync_type, options=dict(spec.options), model_options=dict(spec.model_options),
+        run_dir=Path(spec.run_dir),
+    )
+    model = cls(config)
+    check_model_instance(model, sync_type)
+    model.compile_iter_fns(sync_type)
+    return model
+
+
+def n_epochs_for(model, options: dict[str, Any]) -> int:
+    """N_EPOCHS if given, else the model's ``n_epochs`` attribute, else 10."""
+    return int(options.get("n_epochs") or getattr(model, "n_epochs", None) or DEFAULT_EPOCHS)
+
+
+def check_agreement(comm, **facts: Any) -> None:
+    """Raise ContractError on every rank if ranks disagree on any fact (before exchanging)."""
+    gathered = comm.allgather(facts)
+    for key in facts:
+        values = [g[key] for g in gathered]
+        if any(v != values[0] for v in values):
+            listing = ", ".join(f"rank {r} has {v!r}" for r, v in enumerate(values))
+            raise ContractError(f"workers disagree on {key}: {listing}")
+
+
+def allreduce_sums(comm, values: list[float]) -> np.ndarray:
+    """Element-wise sum of a short list of floats over ``comm``."""
+    from mpi4py import MPI
+
+    buf = np.asarray(values, dtype=np.float64)
+    comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+    return buf
+
+
+def validate(model, recorder, comm) -> dict[str, float]:
+    """Run every validation batch on this rank; metrics averaged over all ranks' samples."""
+    for count in range(model.data.n_batch_val):
+        model.val_iter(count, recorder)
+    loss_sum, err_sum, n = allreduce_sums(comm, recorder.val_sums())
+    if n == 0:
+        return {"val_loss": float("nan"), "val_error": float("nan"), "val_accuracy": float("nan"), "val_samples": 0}
+    return {
+        "val_loss": loss_sum / n,
+        "val_error": err_sum / n,
+        "val_accuracy": 1.0 - err_sum / n,
+        "val_samples": int(n),
+    }
+
+
+def train_metrics(recorder, comm) -> dict[str, float]:
+    """Epoch training loss/error averaged over all ranks' samples, and the sample count."""
+    loss_sum, err_sum, n = allreduce_sums(comm, recorder.train_sums())
+    return {"train_loss_all": loss_sum / max(n, 1), "train_error_all": err_sum / max(n, 1), "train_samples": int(n)}
+
+
+class Progress:
+    """Rank 0's one line per epoch: loss, accuracy, samples/s, ETA."""
+
+    def __init__(self, n_epochs: int):
+        self.n_epochs = n_epochs
+        self.start = time.perf_counter()
+        self.epoch_start = self.start
+
+    def epoch_done(self, epoch: int, metrics: dict[str, Any]) -> dict[str, float]:
+        now = time.perf_counter()
+        epoch_s = now - self.epoch_start
+        self.epoch_start = now
+        elapsed = now - self.start
+        eta = elapsed / (epoch + 1) * (self.n_epochs - epoch - 1)
+        rate = metrics.get("train_samples", 0) / epoch_s if epoch_s > 0 else float("nan")
+        log.info(
+            "epoch %d/%d  train loss %.4f err %.2f%%  val loss %.4f acc %.2f%%  %.0f samples/s  ETA %s",
+            epoch + 1, self.n_epochs, metrics["train_loss_all"], 100 * metrics["train_error_all"],
+            metrics["val_loss"], 100 * metrics["val_accuracy"], rate, time.strftime("%H:%M:%S", time.gmtime(eta)),
+        )
+        return {"epoch_s": epoch_s, "samples_per_s": rate, "elapsed_s": elapsed}
+
+
+def save_final_params(params, run_dir: Path) -> Path:
+    """Rank 0 writes the final parameters (param order) to ``RUN_DIR/final_params.npz``."""
+    arrays = {f"p{i:03d}": np.asarray(p.get_value()) for i, p in enumerate(params)}
+    path = Path(run_dir) / "final_params.npz"
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez(tmp, **arrays)
+    tmp.replace(path)
+    return path
+
+
+def load_final_params(run_dir: Path) -> list[np.ndarray]:
+    """The arrays :func:`save_final_params` wrote (never unpickles)."""
+    with np.load(Path(run_dir) / "final_params.npz", allow_pickle=False) as data:
+        return [data[k] for k in sorted(data.files)]

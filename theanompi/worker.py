@@ -1,0 +1,89 @@
+"""Rank entry point: ``python -m theanompi.worker RUN_DIR/session.json`` (started by mpiexec).
+
+pin device -> configure pytensor -> MPI -> logging -> the rule's rank loop.
+Any exception ends the whole session (MPI Abort) after leaving
+``RUN_DIR/ranks/rank-N.failed`` with one line naming the rank, so the launcher
+can say which rank failed and nothing hangs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from theanompi.mpirun import STATUS_DIR
+from theanompi.session import SessionSpec
+
+log = logging.getLogger("theanompi")
+
+
+@dataclass
+class RankContext:
+    """What a rule's ``run_rank`` receives."""
+
+    spec: SessionSpec
+    rank: int
+    role: str
+    device: str
+    comm: object  # mpi4py communicator of the session
+
+
+def _status_path(spec: SessionSpec, rank: int, state: str) -> Path:
+    directory = Path(spec.run_dir) / STATUS_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory / f"rank-{rank}.{state}"
+
+
+def _fail(spec: SessionSpec, rank: int, who: str, err: BaseException) -> None:
+    from theanompi.errors import ConfigError
+
+    line = f"{who}: {type(err).__name__}: {err}".replace("\n", " ")
+    try:
+        _status_path(spec, rank, "failed").write_text(line + "\n")
+    except OSError:
+        pass
+    if isinstance(err, ConfigError):
+        sys.stderr.write(f"[rank {rank}] error: {line}\n")
+    else:
+        sys.stderr.write(f"[rank {rank}] error: {line}\n{traceback.format_exc()}")
+    sys.stderr.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        sys.stderr.write("usage: python -m theanompi.worker RUN_DIR/session.json\n")
+        return 2
+    spec = SessionSpec.load(Path(argv[0]))
+    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMIX_RANK", "0")))
+    role, device = spec.ranks[rank]["role"], spec.ranks[rank]["device"]
+    who = f"rank {rank} ({role} on {device})"
+
+    from theanompi.backend import configure_pytensor
+
+    configure_pytensor()
+    os.chdir(spec.cwd)
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    from theanompi.log import setup_logging
+
+    setup_logging(comm.rank, spec.options.get("log_level", "INFO"))
+    try:
+        from theanompi.rules import get_rule
+
+        ctx = RankContext(spec=spec, rank=comm.rank, role=role, device=device, comm=comm)
+        get_rule(spec.rule).run_rank(ctx)
+        _status_path(spec, rank, "done").write_text("ok\n")
+    except BaseException as err:  # noqa: BLE001 - any failure must end every rank
+        _fail(spec, rank, who, err)
+        comm.Abort(1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
