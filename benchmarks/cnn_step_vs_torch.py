@@ -83,12 +83,11 @@ def build_pytensor_step(params, lr, profile=False):
     x = pt.tensor4("x", dtype="float32")
     y = pt.ivector("y")
 
-    def bias(b):
-        return b.dimshuffle("x", 0, "x", "x")
-
-    h = pt.maximum(conv2d(x, shared["W1"], pad=1) + bias(shared["b1"]), 0)
+    # The conv bias goes inside the op: pytensor's broadcast add fused with relu
+    # (two 4-D outputs) and its (0, 2, 3) reduction gradient cost ~45 ms/step here.
+    h = pt.maximum(conv2d(x, shared["W1"], pad=1, bias=shared["b1"]), 0)
     h = max_pool2d(h, 2)
-    h = pt.maximum(conv2d(h, shared["W2"], pad=1) + bias(shared["b2"]), 0)
+    h = pt.maximum(conv2d(h, shared["W2"], pad=1, bias=shared["b2"]), 0)
     h = max_pool2d(h, 2)
     logits = h.flatten(2) @ shared["Wd"] + shared["bd"]
     loss = -log_softmax(logits, axis=1)[pt.arange(y.shape[0]), y].mean()

@@ -124,3 +124,10 @@ def test_ctrl_c_ends_every_rank(tmp_path):
     time.sleep(1)
     leftovers = subprocess.run(["pgrep", "-f", str(tmp_path / "sleepy")], capture_output=True, text=True).stdout
     assert leftovers.strip() == "", f"orphan ranks: {leftovers}"
+
+
+def test_from_scratch_example_model_learns(tmp_path):
+    cfg = ROOT / "examples" / "softmax.cfg"
+    proc, _ = run_launcher(f"-cfg={cfg}", "--set", f"RUN_DIR={tmp_path / 'softmax'}", cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert summary(tmp_path / "softmax")["final_val_accuracy"] >= 0.90

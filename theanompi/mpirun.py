@@ -77,8 +77,13 @@ def mpiexec_command(ranks: list[RankSpec], spec_path: str, bind: str, mpiexec: s
     cores = cpu_count or os.cpu_count() or 1
     n_local = sum(1 for r in ranks if r.device.is_local)
     threads = max(1, cores // max(1, n_local))
+    oversubscribed = n_local > cores
+    if oversubscribed and bind != "none":
+        # Open MPI 5 cannot bind an oversubscribed MPMD job ("no available cpus").
+        log.warning("BIND=%s ignored: %d local ranks on %d cores; ranks run unbound", bind, n_local, cores)
+        bind = "none"
     argv = [mpiexec, "--bind-to", bind]
-    if n_local > cores:
+    if oversubscribed:
         argv.append("--oversubscribe")
     forwarded = [name for name in FORWARDED_ENV if name in os.environ]
     for i, rank in enumerate(ranks):

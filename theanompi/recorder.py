@@ -1,6 +1,6 @@
 """Recorder: per-iteration calc/comm/wait seconds and per-epoch metrics, as JSON lines.
 
-Timers nest: time spent in an inner timer (e.g. 'wait' for data inside the
+Iteration records are buffered and written at each epoch end. Timers nest: time spent in an inner timer (e.g. 'wait' for data inside the
 model's step) is not counted again in the enclosing one ('calc').
 Rank 0 writes ``iterations.jsonl``, ``epochs.jsonl`` and ``summary.json`` into
 the run directory; other ranks only keep their local sums.
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,26 +38,17 @@ class Recorder:
         self._val = [0.0, 0.0, 0]
         self.iteration = 0
         self.epochs: list[dict[str, Any]] = []
-        self._iter_file = None
+        self._pending: list[tuple] = []  # iteration records not yet written
+        self._timers = {k: _Timer(self, k) for k in TIMERS}
         if self.write:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            self._iter_file = open(self.run_dir / "iterations.jsonl", "a")
 
-    @contextmanager
-    def timer(self, kind: str):
-        """Add the block's wall time (minus nested timers) to ``kind``."""
-        if kind not in TIMERS:
-            raise ValueError(f"timer kind {kind!r} is not one of {TIMERS}")
-        frame = [time.perf_counter(), 0.0]
-        self._stack.append(frame)
+    def timer(self, kind: str) -> "_Timer":
+        """Context manager adding the block's wall time (minus nested timers) to ``kind``."""
         try:
-            yield
-        finally:
-            self._stack.pop()
-            elapsed = time.perf_counter() - frame[0]
-            self._iter[kind] += elapsed - frame[1]
-            if self._stack:
-                self._stack[-1][1] += elapsed
+            return self._timers[kind]
+        except KeyError:
+            raise ValueError(f"timer kind {kind!r} is not one of {TIMERS}") from None
 
     def record_train(self, loss: float, error: float, n: int) -> None:
         """Mean loss and error rate of one training batch of ``n`` samples."""
@@ -74,14 +64,25 @@ class Recorder:
 
     def end_iteration(self) -> dict[str, float]:
         """Close the current iteration; returns (and, on rank 0, writes) its timings."""
-        record = {"iteration": self.iteration, **{k: round(v, 6) for k, v in self._iter.items()}}
-        for k in TIMERS:
-            self._epoch_times[k] += self._iter[k]
-            self._iter[k] = 0.0
+        it, ep = self._iter, self._epoch_times
+        calc, comm, wait = it["calc"], it["comm"], it["wait"]
+        ep["calc"] += calc
+        ep["comm"] += comm
+        ep["wait"] += wait
+        it["calc"] = it["comm"] = it["wait"] = 0.0
+        row = (self.iteration, calc, comm, wait)
         self.iteration += 1
-        if self._iter_file:
-            self._iter_file.write(json.dumps(record) + "\n")
-        return record
+        if self.write:
+            self._pending.append(row)
+        return dict(zip(("iteration",) + TIMERS, row))
+
+    def _flush_iterations(self) -> None:
+        if self._pending:
+            with open(self.run_dir / "iterations.jsonl", "a") as f:
+                for i, calc, comm, wait in self._pending:
+                    f.write(json.dumps({"iteration": i, "calc": round(calc, 6), "comm": round(comm, 6),
+                                        "wait": round(wait, 6)}) + "\n")
+            self._pending.clear()
 
     def train_means(self) -> tuple[float, float]:
         loss, err, n = self._train
@@ -112,7 +113,7 @@ class Recorder:
         if self.write:
             with open(self.run_dir / "epochs.jsonl", "a") as f:
                 f.write(json.dumps(record) + "\n")
-            self._iter_file.flush()
+            self._flush_iterations()
         return record
 
     def write_summary(self, summary: dict[str, Any]) -> None:
@@ -122,6 +123,30 @@ class Recorder:
             tmp.replace(self.run_dir / "summary.json")
 
     def close(self) -> None:
-        if self._iter_file:
-            self._iter_file.close()
-            self._iter_file = None
+        if self.write:
+            self._flush_iterations()
+
+
+class _Timer:
+    """Re-entrant-free timer context for one kind (cheaper than a generator context manager)."""
+
+    __slots__ = ("recorder", "kind", "frames")
+
+    def __init__(self, recorder: Recorder, kind: str):
+        self.recorder = recorder
+        self.kind = kind
+        self.frames: list[list[float]] = []
+
+    def __enter__(self) -> None:
+        frame = [time.perf_counter(), 0.0]
+        self.frames.append(frame)
+        self.recorder._stack.append(frame)
+
+    def __exit__(self, *exc) -> None:
+        frame = self.frames.pop()
+        stack = self.recorder._stack
+        stack.pop()
+        elapsed = time.perf_counter() - frame[0]
+        self.recorder._iter[self.kind] += elapsed - frame[1]
+        if stack:
+            stack[-1][1] += elapsed

@@ -11,6 +11,7 @@ array([2., 2., 2., 2., 2.], dtype=float32)
 from __future__ import annotations
 
 import numpy as np
+from mpi4py import MPI
 
 from theanompi.exchange.base import Exchanger
 
@@ -24,15 +25,13 @@ class MPIExchanger(Exchanger):
 
     @staticmethod
     def _check(buf: np.ndarray) -> None:
-        if not isinstance(buf, np.ndarray) or buf.ndim != 1 or not buf.flags.c_contiguous:
+        if type(buf) is not np.ndarray or buf.ndim != 1 or not buf.flags.c_contiguous:
             raise ValueError(f"exchange buffers must be contiguous 1-D numpy arrays, got {type(buf).__name__} "
                              f"{getattr(buf, 'shape', '')}")
 
     def allreduce_sum(self, buf: np.ndarray) -> np.ndarray:
         self._check(buf)
         if self.size > 1:
-            from mpi4py import MPI
-
             self.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
         return buf
 

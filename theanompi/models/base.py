@@ -90,6 +90,7 @@ class ClassifierModel:
         self.n_classes = int(self.hp.get("n_classes", 10))
         self.lr = pytensor.shared(np.asarray(self.hp["lr"], dtype=self.floatX), name="lr")
         self._epoch = 0
+        self._warmup_this_epoch = False
         self._grad_fn = self._update_fn = self._train_fn = self._val_fn = None
         self.sync_type = None
 
@@ -172,13 +173,14 @@ class ClassifierModel:
         self._epoch = epoch
         self.data.set_epoch(epoch)
         self._set_lr(float(epoch))
+        self._warmup_this_epoch = self._warming_up()
 
     def _warming_up(self) -> bool:
         opts = self.config.options
         return opts.get("lr_scaling") == "linear" and self._epoch < float(opts.get("warmup_epochs", 0.0))
 
     def train_iter(self, count: int, recorder):
-        if self._warming_up():
+        if self._warmup_this_epoch:
             self._set_lr(self._epoch + count / self.data.n_batch_train)
         with recorder.timer("wait"):
             xb, yb = self.data.train_batch(count)

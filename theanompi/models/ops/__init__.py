@@ -11,13 +11,20 @@ Example
 """
 
 from theanompi.models.ops import jax_dispatch
-from theanompi.models.ops.conv import Conv2d, Conv2dGradInputs, Conv2dGradWeights, conv2d
+from theanompi.models.ops.conv import (
+    Conv2d,
+    Conv2dGradBias,
+    Conv2dGradInputs,
+    Conv2dGradWeights,
+    conv2d,
+)
 from theanompi.models.ops.pool import Pool2d, Pool2dGrad, avg_pool2d, max_pool2d
 
 jax_dispatch.register()
 
 __all__ = [
     "Conv2d",
+    "Conv2dGradBias",
     "Conv2dGradInputs",
     "Conv2dGradWeights",
     "Pool2d",

@@ -1,8 +1,10 @@
 """C++ support code for the Conv2d ops: im2col/col2im + per-image BLAS GEMM.
 
-All three kernels work image by image so the column buffer (``C*kh*kw`` rows
-of ``Ho*Wo`` values) stays in cache between being written and being read by
-the GEMM; nothing of size ``N*C*kh*kw*Ho*Wo`` is ever materialised.
+All three kernels work on chunks of a few images (``TMPI_COLS_BUDGET`` bytes of
+column buffer: ``C*kh*kw`` rows of ``nb*Ho*Wo`` values), so each GEMM is wide
+while its column buffer stays in cache between being written and being read;
+nothing of size ``N*C*kh*kw*Ho*Wo`` is ever materialised. The forward pass
+adds the optional bias while copying the GEMM result into NCHW order.
 
 Row-major GEMMs are issued through the Fortran interface by swapping the
 operands (``C^T = B^T A^T``), so no transposed copies are made.
@@ -17,7 +19,7 @@ True
 from __future__ import annotations
 
 #: Bump when the C text below changes (part of pytensor's compile-cache key).
-C_CODE_VERSION = 4
+C_CODE_VERSION = 5
 
 _KERNELS = r"""
 #include <string.h>
@@ -54,16 +56,23 @@ struct tmpi_geom {
     int N, C, H, W, O, kh, kw, sh, sw, ph, pw, Ho, Wo;
 };
 
-/* cols[(c*kh + i)*kw + j][oh*Wo + ow] = x[c][oh*sh - ph + i][ow*sw - pw + j] (0 outside). */
+/* Bytes of column buffer per GEMM: images are processed in chunks of
+   nb = budget / (C*kh*kw*Ho*Wo*sizeof(T)) so small layers still get wide GEMMs
+   while the buffer stays cache-resident. */
+#ifndef TMPI_COLS_BUDGET
+#define TMPI_COLS_BUDGET (1 << 23)
+#endif
+
+/* cols[(c*kh + i)*kw + j][oh*Wo + ow] = x[c][oh*sh - ph + i][ow*sw - pw + j] (0 outside);
+   cols rows are ld apart (several images share one row, P columns each). */
 template <typename T>
-static void tmpi_im2col(const T* x, const tmpi_geom& g, T* cols)
+static void tmpi_im2col(const T* x, const tmpi_geom& g, T* cols, size_t ld)
 {
-    const size_t P = (size_t)g.Ho * g.Wo;
     for (int c = 0; c < g.C; ++c) {
         const T* xc = x + (size_t)c * g.H * g.W;
         for (int i = 0; i < g.kh; ++i) {
             for (int j = 0; j < g.kw; ++j) {
-                T* row = cols + ((size_t)(c * g.kh + i) * g.kw + j) * P;
+                T* row = cols + ((size_t)(c * g.kh + i) * g.kw + j) * ld;
                 const int off = j - g.pw;
                 int lo, hi;
                 tmpi_valid_range(g.W, off, g.sw, g.Wo, &lo, &hi);
@@ -90,14 +99,13 @@ static void tmpi_im2col(const T* x, const tmpi_geom& g, T* cols)
 
 /* dx[c][oh*sh - ph + i][ow*sw - pw + j] += cols[(c*kh + i)*kw + j][oh*Wo + ow]. */
 template <typename T>
-static void tmpi_col2im(const T* cols, const tmpi_geom& g, T* dx)
+static void tmpi_col2im(const T* cols, size_t ld, const tmpi_geom& g, T* dx)
 {
-    const size_t P = (size_t)g.Ho * g.Wo;
     for (int c = 0; c < g.C; ++c) {
         T* dxc = dx + (size_t)c * g.H * g.W;
         for (int i = 0; i < g.kh; ++i) {
             for (int j = 0; j < g.kw; ++j) {
-                const T* row = cols + ((size_t)(c * g.kh + i) * g.kw + j) * P;
+                const T* row = cols + ((size_t)(c * g.kh + i) * g.kw + j) * ld;
                 const int off = j - g.pw;
                 int lo, hi;
                 tmpi_valid_range(g.W, off, g.sw, g.Wo, &lo, &hi);
@@ -122,65 +130,135 @@ static inline int tmpi_is_pointwise(const tmpi_geom& g)
     return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
 }
 
-template <typename T>
-static int tmpi_forward_impl(const T* x, const T* w, T* out, const tmpi_geom& g)
+/* Images per GEMM (1 for pointwise convolutions, which need no column buffer). */
+static inline int tmpi_chunk(const tmpi_geom& g, size_t itemsize)
 {
-    const int K = g.C * g.kh * g.kw, P = g.Ho * g.Wo;
+    if (tmpi_is_pointwise(g)) return 1;
+    const size_t per_image = (size_t)g.C * g.kh * g.kw * g.Ho * g.Wo * itemsize;
+    size_t nb = per_image ? TMPI_COLS_BUDGET / per_image : 1;
+    if (nb < 1) nb = 1;
+    if (nb > (size_t)g.N) nb = g.N;
+    return (int)nb;
+}
+
+/* dst (O x m*P, row stride m*P) <- gy[n0 .. n0+m) (each O x P). */
+template <typename T>
+static void tmpi_gather_gy(const T* gy, const tmpi_geom& g, int n0, int m, T* dst)
+{
+    const size_t P = (size_t)g.Ho * g.Wo, ld = (size_t)m * P;
+    for (int i = 0; i < m; ++i)
+        for (int o = 0; o < g.O; ++o)
+            memcpy(dst + o * ld + i * P, gy + ((size_t)(n0 + i) * g.O + o) * P, sizeof(T) * P);
+}
+
+template <typename T>
+static int tmpi_forward_impl(const T* x, const T* w, const T* bias, T* out, const tmpi_geom& g)
+{
+    const int K = g.C * g.kh * g.kw;
+    const size_t P = (size_t)g.Ho * g.Wo;
     const size_t out_size = (size_t)g.N * g.O * P;
     if (out_size == 0) return 0;
-    if (K == 0) { memset(out, 0, sizeof(T) * out_size); return 0; }
-    const int pointwise = tmpi_is_pointwise(g);
-    T* cols = pointwise ? NULL : (T*)malloc(sizeof(T) * (size_t)K * P);
-    if (!pointwise && !cols) { PyErr_NoMemory(); return -1; }
-    for (int n = 0; n < g.N; ++n) {
-        const T* xn = x + (size_t)n * g.C * g.H * g.W;
-        const T* b = xn;
-        if (!pointwise) { tmpi_im2col(xn, g, cols); b = cols; }
-        tmpi_gemm('N', 'N', g.O, P, K, (T)1, w, K, b, P, (T)0, out + (size_t)n * g.O * P, P);
+    if (K == 0) {
+        for (size_t e = 0; e < out_size; ++e) out[e] = bias ? bias[(e / P) % g.O] : (T)0;
+        return 0;
+    }
+    const int pointwise = tmpi_is_pointwise(g), nb = tmpi_chunk(g, sizeof(T));
+    T* cols = pointwise ? NULL : (T*)malloc(sizeof(T) * (size_t)K * nb * P);
+    T* res = nb > 1 ? (T*)malloc(sizeof(T) * (size_t)g.O * nb * P) : NULL;
+    if ((!pointwise && !cols) || (nb > 1 && !res)) {
+        free(cols); free(res); PyErr_NoMemory(); return -1;
+    }
+    for (int n0 = 0; n0 < g.N; n0 += nb) {
+        const int m = g.N - n0 < nb ? g.N - n0 : nb;
+        const size_t ld = (size_t)m * P;
+        const T* b = x + (size_t)n0 * g.C * g.H * g.W;
+        if (!pointwise) {
+            for (int i = 0; i < m; ++i)
+                tmpi_im2col(x + (size_t)(n0 + i) * g.C * g.H * g.W, g, cols + i * P, ld);
+            b = cols;
+        }
+        T* c = nb > 1 ? res : out + (size_t)n0 * g.O * P;
+        tmpi_gemm('N', 'N', g.O, (int)ld, K, (T)1, w, K, b, (int)ld, (T)0, c, (int)ld);
+        for (int i = 0; i < m; ++i) {
+            for (int o = 0; o < g.O; ++o) {
+                T* dst = out + ((size_t)(n0 + i) * g.O + o) * P;
+                const T* src = c + o * ld + i * P;
+                const T bo = bias ? bias[o] : (T)0;
+                if (src == dst) {
+                    if (bias) for (size_t q = 0; q < P; ++q) dst[q] += bo;
+                } else {
+                    for (size_t q = 0; q < P; ++q) dst[q] = src[q] + bo;
+                }
+            }
+        }
     }
     free(cols);
+    free(res);
     return 0;
 }
 
 template <typename T>
 static int tmpi_grad_weights_impl(const T* x, const T* gy, T* dw, const tmpi_geom& g)
 {
-    const int K = g.C * g.kh * g.kw, P = g.Ho * g.Wo;
+    const int K = g.C * g.kh * g.kw;
+    const size_t P = (size_t)g.Ho * g.Wo;
     const size_t dw_size = (size_t)g.O * K;
     if (dw_size == 0) return 0;
     if (g.N == 0 || P == 0) { memset(dw, 0, sizeof(T) * dw_size); return 0; }
-    const int pointwise = tmpi_is_pointwise(g);
-    T* cols = pointwise ? NULL : (T*)malloc(sizeof(T) * (size_t)K * P);
-    if (!pointwise && !cols) { PyErr_NoMemory(); return -1; }
-    for (int n = 0; n < g.N; ++n) {
-        const T* xn = x + (size_t)n * g.C * g.H * g.W;
-        const T* b = xn;
-        if (!pointwise) { tmpi_im2col(xn, g, cols); b = cols; }
-        tmpi_gemm('N', 'T', g.O, K, P, (T)1, gy + (size_t)n * g.O * P, P, b, P,
-                  n == 0 ? (T)0 : (T)1, dw, K);
+    const int pointwise = tmpi_is_pointwise(g), nb = tmpi_chunk(g, sizeof(T));
+    T* cols = pointwise ? NULL : (T*)malloc(sizeof(T) * (size_t)K * nb * P);
+    T* gyc = nb > 1 ? (T*)malloc(sizeof(T) * (size_t)g.O * nb * P) : NULL;
+    if ((!pointwise && !cols) || (nb > 1 && !gyc)) {
+        free(cols); free(gyc); PyErr_NoMemory(); return -1;
+    }
+    for (int n0 = 0; n0 < g.N; n0 += nb) {
+        const int m = g.N - n0 < nb ? g.N - n0 : nb;
+        const size_t ld = (size_t)m * P;
+        const T* b = x + (size_t)n0 * g.C * g.H * g.W;
+        if (!pointwise) {
+            for (int i = 0; i < m; ++i)
+                tmpi_im2col(x + (size_t)(n0 + i) * g.C * g.H * g.W, g, cols + i * P, ld);
+            b = cols;
+        }
+        const T* a = gy + (size_t)n0 * g.O * P;
+        if (nb > 1) { tmpi_gather_gy(gy, g, n0, m, gyc); a = gyc; }
+        tmpi_gemm('N', 'T', g.O, K, (int)ld, (T)1, a, (int)ld, b, (int)ld,
+                  n0 == 0 ? (T)0 : (T)1, dw, K);
     }
     free(cols);
+    free(gyc);
     return 0;
 }
 
 template <typename T>
 static int tmpi_grad_inputs_impl(const T* w, const T* gy, T* dx, const tmpi_geom& g)
 {
-    const int K = g.C * g.kh * g.kw, P = g.Ho * g.Wo;
+    const int K = g.C * g.kh * g.kw;
+    const size_t P = (size_t)g.Ho * g.Wo;
     const size_t dx_size = (size_t)g.N * g.C * g.H * g.W;
     if (dx_size == 0) return 0;
     memset(dx, 0, sizeof(T) * dx_size);
     if (g.O == 0 || P == 0) return 0;
-    const int pointwise = tmpi_is_pointwise(g);
-    T* cols = pointwise ? NULL : (T*)malloc(sizeof(T) * (size_t)K * P);
-    if (!pointwise && !cols) { PyErr_NoMemory(); return -1; }
-    for (int n = 0; n < g.N; ++n) {
-        T* dxn = dx + (size_t)n * g.C * g.H * g.W;
+    const int pointwise = tmpi_is_pointwise(g), nb = tmpi_chunk(g, sizeof(T));
+    T* cols = pointwise ? NULL : (T*)malloc(sizeof(T) * (size_t)K * nb * P);
+    T* gyc = nb > 1 ? (T*)malloc(sizeof(T) * (size_t)g.O * nb * P) : NULL;
+    if ((!pointwise && !cols) || (nb > 1 && !gyc)) {
+        free(cols); free(gyc); PyErr_NoMemory(); return -1;
+    }
+    for (int n0 = 0; n0 < g.N; n0 += nb) {
+        const int m = g.N - n0 < nb ? g.N - n0 : nb;
+        const size_t ld = (size_t)m * P;
+        const T* a = gy + (size_t)n0 * g.O * P;
+        if (nb > 1) { tmpi_gather_gy(gy, g, n0, m, gyc); a = gyc; }
+        T* dxn = dx + (size_t)n0 * g.C * g.H * g.W;
         T* c = pointwise ? dxn : cols;
-        tmpi_gemm('T', 'N', K, P, g.O, (T)1, w, K, gy + (size_t)n * g.O * P, P, (T)0, c, P);
-        if (!pointwise) tmpi_col2im(cols, g, dxn);
+        tmpi_gemm('T', 'N', K, (int)ld, g.O, (T)1, w, K, a, (int)ld, (T)0, c, (int)ld);
+        if (!pointwise)
+            for (int i = 0; i < m; ++i)
+                tmpi_col2im(cols + i * P, ld, g, dx + (size_t)(n0 + i) * g.C * g.H * g.W);
     }
     free(cols);
+    free(gyc);
     return 0;
 }
 
@@ -243,27 +321,36 @@ static int tmpi_check_gy(PyArrayObject* gy, const tmpi_geom& g, const char* op)
      : (typenum) == NPY_FLOAT64 ? (call_d)                                  \
      : (PyErr_SetString(PyExc_TypeError, "conv2d: float32/float64 only"), -1))
 
-/* z = conv2d(x, w). */
-static int tmpi_conv2d_forward(PyArrayObject* x_in, PyArrayObject* w_in, PyArrayObject** z,
-                               int sh, int sw, int ph, int pw)
+/* z = conv2d(x, w) (+ b[o] when b_in is not NULL). */
+static int tmpi_conv2d_forward(PyArrayObject* x_in, PyArrayObject* w_in, PyArrayObject* b_in,
+                               PyArrayObject** z, int sh, int sw, int ph, int pw)
 {
     tmpi_geom g;
     if (tmpi_fill_geom(&g, x_in, PyArray_DIMS(w_in), sh, sw, ph, pw, "conv2d") != 0) return -1;
+    if (b_in && PyArray_DIMS(b_in)[0] != g.O) {
+        PyErr_Format(PyExc_ValueError, "conv2d: bias has %ld entries but W has %d output channels",
+                     (long)PyArray_DIMS(b_in)[0], g.O);
+        return -1;
+    }
     npy_intp dims[4] = {g.N, g.O, g.Ho, g.Wo};
     int typenum = PyArray_TYPE(x_in);
     if (tmpi_prepare_output(z, dims, typenum) != 0) return -1;
     PyArrayObject* x = PyArray_GETCONTIGUOUS(x_in);
     PyArrayObject* w = PyArray_GETCONTIGUOUS(w_in);
+    PyArrayObject* b = b_in ? PyArray_GETCONTIGUOUS(b_in) : NULL;
     int rc = -1;
-    if (x && w) {
+    if (x && w && (b || !b_in)) {
         rc = TMPI_DISPATCH(typenum,
             tmpi_forward_impl<float>((float*)PyArray_DATA(x), (float*)PyArray_DATA(w),
+                                     b ? (float*)PyArray_DATA(b) : NULL,
                                      (float*)PyArray_DATA(*z), g),
             tmpi_forward_impl<double>((double*)PyArray_DATA(x), (double*)PyArray_DATA(w),
+                                      b ? (double*)PyArray_DATA(b) : NULL,
                                       (double*)PyArray_DATA(*z), g));
     }
     Py_XDECREF(x);
     Py_XDECREF(w);
+    Py_XDECREF(b);
     return rc;
 }
 
@@ -318,6 +405,50 @@ static int tmpi_conv2d_grad_inputs(PyArrayObject* x_in, PyArrayObject* w_in, PyA
     Py_XDECREF(w);
     Py_XDECREF(gy);
     return rc;
+}
+"""
+
+
+BIAS_SUPPORT_CODE = r"""
+#include <string.h>
+
+/* z[o] = sum over n, h, w of gy[n, o, h, w]: rows summed in T, rows added in double. */
+template <typename T>
+static void tmpi_channel_sum_impl(const T* gy, T* z, npy_intp N, npy_intp O, npy_intp P)
+{
+    for (npy_intp o = 0; o < O; ++o) {
+        double acc = 0.0;
+        for (npy_intp n = 0; n < N; ++n) {
+            const T* row = gy + (n * O + o) * P;
+            T s = 0;
+            for (npy_intp q = 0; q < P; ++q) s += row[q];
+            acc += s;
+        }
+        z[o] = (T)acc;
+    }
+}
+
+static int tmpi_conv2d_grad_bias(PyArrayObject* gy_in, PyArrayObject** z)
+{
+    npy_intp* d = PyArray_DIMS(gy_in);
+    npy_intp O = d[1];
+    const int typenum = PyArray_TYPE(gy_in);
+    if (!(*z && PyArray_NDIM(*z) == 1 && PyArray_TYPE(*z) == typenum
+          && PyArray_IS_C_CONTIGUOUS(*z) && PyArray_DIMS(*z)[0] == O)) {
+        Py_XDECREF(*z);
+        *z = (PyArrayObject*)PyArray_EMPTY(1, &O, typenum, 0);
+        if (!*z) return -1;
+    }
+    PyArrayObject* gy = PyArray_GETCONTIGUOUS(gy_in);
+    if (!gy) return -1;
+    if (typenum == NPY_FLOAT32)
+        tmpi_channel_sum_impl<float>((float*)PyArray_DATA(gy), (float*)PyArray_DATA(*z),
+                                     d[0], O, d[2] * d[3]);
+    else
+        tmpi_channel_sum_impl<double>((double*)PyArray_DATA(gy), (double*)PyArray_DATA(*z),
+                                      d[0], O, d[2] * d[3]);
+    Py_DECREF(gy);
+    return 0;
 }
 """
 

@@ -14,7 +14,7 @@ True
 from __future__ import annotations
 
 #: Bump when the C text below changes (part of pytensor's compile-cache key).
-C_CODE_VERSION = 3
+C_CODE_VERSION = 4
 
 SUPPORT_CODE = r"""
 #include <string.h>
@@ -30,76 +30,162 @@ static inline int tmpi_pool_better(T v, T best)
     return v > best || v != v;
 }
 
+/* Unpadded max pooling: every window lies inside the input, so each window
+   offset (i, j) is one branch-free, vectorisable pass over an output row. */
+template <typename T>
+static void tmpi_max_fwd_unpadded(const T* xp, T* yp, const tmpi_pgeom& g)
+{
+    for (int oh = 0; oh < g.Ho; ++oh) {
+        const T* r0 = xp + (size_t)oh * g.sh * g.W;
+        T* y = yp + (size_t)oh * g.Wo;
+        for (int ow = 0; ow < g.Wo; ++ow) y[ow] = r0[ow * g.sw];
+        for (int i = 0; i < g.kh; ++i) {
+            const T* r = r0 + (size_t)i * g.W;
+            for (int j = (i == 0 ? 1 : 0); j < g.kw; ++j) {
+                for (int ow = 0; ow < g.Wo; ++ow) {
+                    const T v = r[ow * g.sw + j];
+                    const T m = y[ow];
+                    y[ow] = tmpi_pool_better(v, m) ? v : m;
+                }
+            }
+        }
+    }
+}
+
+/* General case (padding): clip each window to the input. */
+template <typename T>
+static void tmpi_pool_fwd_clipped(const T* xp, T* yp, const tmpi_pgeom& g, int is_max)
+{
+    const T inv = (T)1 / (T)(g.kh * g.kw);
+    for (int oh = 0; oh < g.Ho; ++oh) {
+        const int h0 = oh * g.sh - g.ph;
+        const int hs = h0 < 0 ? 0 : h0;
+        const int he = h0 + g.kh > g.H ? g.H : h0 + g.kh;
+        for (int ow = 0; ow < g.Wo; ++ow) {
+            const int w0 = ow * g.sw - g.pw;
+            const int ws = w0 < 0 ? 0 : w0;
+            const int we = w0 + g.kw > g.W ? g.W : w0 + g.kw;
+            T acc;
+            if (is_max) {
+                acc = -INFINITY;
+                for (int h = hs; h < he; ++h)
+                    for (int w = ws; w < we; ++w) {
+                        const T v = xp[h * g.W + w];
+                        if (tmpi_pool_better(v, acc)) acc = v;
+                    }
+            } else {
+                acc = 0;
+                for (int h = hs; h < he; ++h)
+                    for (int w = ws; w < we; ++w) acc += xp[h * g.W + w];
+                acc *= inv;
+            }
+            yp[oh * g.Wo + ow] = acc;
+        }
+    }
+}
+
 template <typename T>
 static void tmpi_pool_fwd_impl(const T* x, T* y, const tmpi_pgeom& g, int is_max)
 {
-    const T inv = (T)1 / (T)(g.kh * g.kw);
+    const int unpadded = g.ph == 0 && g.pw == 0;
     for (int p = 0; p < g.NC; ++p) {
         const T* xp = x + (size_t)p * g.H * g.W;
         T* yp = y + (size_t)p * g.Ho * g.Wo;
-        for (int oh = 0; oh < g.Ho; ++oh) {
-            const int h0 = oh * g.sh - g.ph;
-            const int hs = h0 < 0 ? 0 : h0;
-            const int he = h0 + g.kh > g.H ? g.H : h0 + g.kh;
-            for (int ow = 0; ow < g.Wo; ++ow) {
-                const int w0 = ow * g.sw - g.pw;
-                const int ws = w0 < 0 ? 0 : w0;
-                const int we = w0 + g.kw > g.W ? g.W : w0 + g.kw;
-                T acc;
-                if (is_max) {
-                    acc = -INFINITY;
-                    for (int h = hs; h < he; ++h)
-                        for (int w = ws; w < we; ++w) {
-                            const T v = xp[h * g.W + w];
-                            if (tmpi_pool_better(v, acc)) acc = v;
-                        }
-                } else {
-                    acc = 0;
-                    for (int h = hs; h < he; ++h)
-                        for (int w = ws; w < we; ++w) acc += xp[h * g.W + w];
-                    acc *= inv;
+        if (is_max && unpadded) tmpi_max_fwd_unpadded(xp, yp, g);
+        else tmpi_pool_fwd_clipped(xp, yp, g, is_max);
+    }
+}
+
+/* Unpadded, non-overlapping max pooling gradient: find the first maximum of
+   every window of an output row with vectorisable passes (best/arg scratch
+   rows), then write each window's gradient directly (windows are disjoint). */
+template <typename T>
+static void tmpi_max_grad_disjoint(const T* xp, const T* gp, T* dp, const tmpi_pgeom& g,
+                                   T* best, int* arg)
+{
+    const int covered = g.sh == g.kh && g.sw == g.kw && g.H == g.Ho * g.kh && g.W == g.Wo * g.kw;
+    if (!covered) memset(dp, 0, sizeof(T) * (size_t)g.H * g.W);
+    for (int oh = 0; oh < g.Ho; ++oh) {
+        const T* r0 = xp + (size_t)oh * g.sh * g.W;
+        T* d0 = dp + (size_t)oh * g.sh * g.W;
+        const T* gy = gp + (size_t)oh * g.Wo;
+        for (int ow = 0; ow < g.Wo; ++ow) { best[ow] = r0[ow * g.sw]; arg[ow] = 0; }
+        for (int i = 0; i < g.kh; ++i) {
+            const T* r = r0 + (size_t)i * g.W;
+            for (int j = (i == 0 ? 1 : 0); j < g.kw; ++j) {
+                const int k = i * g.kw + j;
+                for (int ow = 0; ow < g.Wo; ++ow) {
+                    const T v = r[ow * g.sw + j];
+                    const int better = tmpi_pool_better(v, best[ow]);
+                    best[ow] = better ? v : best[ow];
+                    arg[ow] = better ? k : arg[ow];
                 }
-                yp[oh * g.Wo + ow] = acc;
+            }
+        }
+        for (int i = 0; i < g.kh; ++i) {
+            T* d = d0 + (size_t)i * g.W;
+            for (int j = 0; j < g.kw; ++j) {
+                const int k = i * g.kw + j;
+                for (int ow = 0; ow < g.Wo; ++ow) d[ow * g.sw + j] = arg[ow] == k ? gy[ow] : (T)0;
+            }
+        }
+    }
+}
+
+/* General gradient (padding or overlapping windows): clip and accumulate. */
+template <typename T>
+static void tmpi_pool_grad_clipped(const T* xp, const T* gp, T* dp, const tmpi_pgeom& g, int is_max)
+{
+    const T inv = (T)1 / (T)(g.kh * g.kw);
+    memset(dp, 0, sizeof(T) * (size_t)g.H * g.W);
+    for (int oh = 0; oh < g.Ho; ++oh) {
+        const int h0 = oh * g.sh - g.ph;
+        const int hs = h0 < 0 ? 0 : h0;
+        const int he = h0 + g.kh > g.H ? g.H : h0 + g.kh;
+        for (int ow = 0; ow < g.Wo; ++ow) {
+            const int w0 = ow * g.sw - g.pw;
+            const int ws = w0 < 0 ? 0 : w0;
+            const int we = w0 + g.kw > g.W ? g.W : w0 + g.kw;
+            const T gv = gp[oh * g.Wo + ow];
+            if (is_max) {
+                T best = -INFINITY;
+                int arg = -1;
+                for (int h = hs; h < he; ++h)
+                    for (int w = ws; w < we; ++w) {
+                        const T v = xp[h * g.W + w];
+                        if (arg < 0 || tmpi_pool_better(v, best)) { best = v; arg = h * g.W + w; }
+                    }
+                if (arg >= 0) dp[arg] += gv;
+            } else {
+                const T share = gv * inv;
+                for (int h = hs; h < he; ++h)
+                    for (int w = ws; w < we; ++w) dp[h * g.W + w] += share;
             }
         }
     }
 }
 
 template <typename T>
-static void tmpi_pool_grad_impl(const T* x, const T* gy, T* dx, const tmpi_pgeom& g, int is_max)
+static int tmpi_pool_grad_impl(const T* x, const T* gy, T* dx, const tmpi_pgeom& g, int is_max)
 {
-    const T inv = (T)1 / (T)(g.kh * g.kw);
-    memset(dx, 0, sizeof(T) * (size_t)g.NC * g.H * g.W);
+    const int disjoint = is_max && g.ph == 0 && g.pw == 0 && g.sh >= g.kh && g.sw >= g.kw;
+    T* best = NULL;
+    int* arg = NULL;
+    if (disjoint) {
+        best = (T*)malloc(sizeof(T) * (size_t)(g.Wo + 1));
+        arg = (int*)malloc(sizeof(int) * (size_t)(g.Wo + 1));
+        if (!best || !arg) { free(best); free(arg); PyErr_NoMemory(); return -1; }
+    }
     for (int p = 0; p < g.NC; ++p) {
         const T* xp = x + (size_t)p * g.H * g.W;
         const T* gp = gy + (size_t)p * g.Ho * g.Wo;
         T* dp = dx + (size_t)p * g.H * g.W;
-        for (int oh = 0; oh < g.Ho; ++oh) {
-            const int h0 = oh * g.sh - g.ph;
-            const int hs = h0 < 0 ? 0 : h0;
-            const int he = h0 + g.kh > g.H ? g.H : h0 + g.kh;
-            for (int ow = 0; ow < g.Wo; ++ow) {
-                const int w0 = ow * g.sw - g.pw;
-                const int ws = w0 < 0 ? 0 : w0;
-                const int we = w0 + g.kw > g.W ? g.W : w0 + g.kw;
-                const T gv = gp[oh * g.Wo + ow];
-                if (is_max) {
-                    T best = -INFINITY;
-                    int arg = -1;
-                    for (int h = hs; h < he; ++h)
-                        for (int w = ws; w < we; ++w) {
-                            const T v = xp[h * g.W + w];
-                            if (arg < 0 || tmpi_pool_better(v, best)) { best = v; arg = h * g.W + w; }
-                        }
-                    if (arg >= 0) dp[arg] += gv;
-                } else {
-                    const T share = gv * inv;
-                    for (int h = hs; h < he; ++h)
-                        for (int w = ws; w < we; ++w) dp[h * g.W + w] += share;
-                }
-            }
-        }
+        if (disjoint) tmpi_max_grad_disjoint(xp, gp, dp, g, best, arg);
+        else tmpi_pool_grad_clipped(xp, gp, dp, g, is_max);
     }
+    free(best);
+    free(arg);
+    return 0;
 }
 
 static int tmpi_pool_prepare_output(PyArrayObject** out, npy_intp* dims, int typenum)
@@ -173,15 +259,15 @@ static int tmpi_pool2d_grad(PyArrayObject* x_in, PyArrayObject* gy_in, PyArrayOb
     if (tmpi_pool_prepare_output(z, dims, typenum) != 0) return -1;
     PyArrayObject* x = PyArray_GETCONTIGUOUS(x_in);
     PyArrayObject* gy = PyArray_GETCONTIGUOUS(gy_in);
+    int rc = -1;
     if (x && gy) {
         if (typenum == NPY_FLOAT32)
-            tmpi_pool_grad_impl<float>((float*)PyArray_DATA(x), (float*)PyArray_DATA(gy),
-                                       (float*)PyArray_DATA(*z), g, is_max);
+            rc = tmpi_pool_grad_impl<float>((float*)PyArray_DATA(x), (float*)PyArray_DATA(gy),
+                                            (float*)PyArray_DATA(*z), g, is_max);
         else
-            tmpi_pool_grad_impl<double>((double*)PyArray_DATA(x), (double*)PyArray_DATA(gy),
-                                        (double*)PyArray_DATA(*z), g, is_max);
+            rc = tmpi_pool_grad_impl<double>((double*)PyArray_DATA(x), (double*)PyArray_DATA(gy),
+                                             (double*)PyArray_DATA(*z), g, is_max);
     }
-    const int rc = (x && gy) ? 0 : -1;
     Py_XDECREF(x);
     Py_XDECREF(gy);
     return rc;

@@ -66,12 +66,32 @@ def register() -> bool:
         log.debug("JAX dispatch for theanompi ops not registered: %s", exc)
         return False
 
-    from theanompi.models.ops.conv import Conv2d, Conv2dGradInputs, Conv2dGradWeights
+    import jax.numpy as jnp
+
+    from theanompi.models.ops.conv import (
+        Conv2d,
+        Conv2dGradBias,
+        Conv2dGradInputs,
+        Conv2dGradWeights,
+    )
     from theanompi.models.ops.pool import Pool2d, Pool2dGrad
 
     @jax_funcify.register(Conv2d)
     def _conv2d(op, **kwargs):
-        return _lax_conv(op.stride, op.pad)
+        conv = _lax_conv(op.stride, op.pad)
+
+        def conv2d(x, w, *bias):
+            y = conv(x, w)
+            return y + bias[0][None, :, None, None] if bias else y
+
+        return conv2d
+
+    @jax_funcify.register(Conv2dGradBias)
+    def _conv2d_grad_bias(op, **kwargs):
+        def grad_bias(gy):
+            return jnp.sum(gy, axis=(0, 2, 3))
+
+        return grad_bias
 
     @jax_funcify.register(Conv2dGradInputs)
     def _conv2d_grad_inputs(op, **kwargs):
