@@ -18,6 +18,8 @@ True
 
 from __future__ import annotations
 
+import hashlib
+
 #: Bump when the C text below changes (part of pytensor's compile-cache key).
 C_CODE_VERSION = 5
 
@@ -60,7 +62,7 @@ struct tmpi_geom {
    nb = budget / (C*kh*kw*Ho*Wo*sizeof(T)) so small layers still get wide GEMMs
    while the buffer stays cache-resident. */
 #ifndef TMPI_COLS_BUDGET
-#define TMPI_COLS_BUDGET (1 << 23)
+#define TMPI_COLS_BUDGET (1 << 20)
 #endif
 
 /* cols[(c*kh + i)*kw + j][oh*Wo + ow] = x[c][oh*sh - ph + i][ow*sw - pw + j] (0 outside);
@@ -464,7 +466,17 @@ def cache_version() -> tuple:
     """Compile-cache key component for the conv ops' C code."""
     from pytensor.tensor.blas_headers import blas_header_version
 
-    return (C_CODE_VERSION, *blas_header_version())
+    return (C_CODE_VERSION, _text_hash(_KERNELS), *blas_header_version())
+
+
+def bias_cache_version() -> tuple:
+    """Compile-cache key component for Conv2dGradBias's C code."""
+    return (C_CODE_VERSION, _text_hash(BIAS_SUPPORT_CODE))
+
+
+def _text_hash(text: str) -> str:
+    # Part of the cache key, so editing the C text can never reuse a stale module.
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
 def call_code(function: str, inputs, output: str, params: str, fail: str) -> str:

@@ -13,6 +13,8 @@ True
 
 from __future__ import annotations
 
+import hashlib
+
 #: Bump when the C text below changes (part of pytensor's compile-cache key).
 C_CODE_VERSION = 4
 
@@ -290,3 +292,8 @@ def call_code(function, inputs, output, params, fail) -> str:
         f"    {fail}\n"
         f"}}\n"
     )
+
+
+def cache_version() -> tuple:
+    """Compile-cache key for the pool ops: version plus a hash of the C text."""
+    return (C_CODE_VERSION, hashlib.sha1(SUPPORT_CODE.encode()).hexdigest()[:12])

@@ -413,7 +413,7 @@ class Conv2dGradBias(COp):
         return _conv_c.BIAS_SUPPORT_CODE
 
     def c_code_cache_version(self):
-        return (_conv_c.C_CODE_VERSION,)
+        return _conv_c.bias_cache_version()
 
     def c_code(self, node, name, inputs, outputs, sub):
         (gy,) = inputs

@@ -172,7 +172,7 @@ class _PoolOpBase(COp):
         return _pool_c.SUPPORT_CODE
 
     def c_code_cache_version(self):
-        return (_pool_c.C_CODE_VERSION,)
+        return _pool_c.cache_version()
 
     def c_code(self, node, name, inputs, outputs, sub):
         return _pool_c.call_code(self._c_function, inputs, outputs[0], sub["params"], sub["fail"])

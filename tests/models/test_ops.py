@@ -1,0 +1,394 @@
+"""Tests for theanompi.models.ops: conv2d / max_pool2d / avg_pool2d Ops.
+
+Every result is compared with slow, explicit-loop NumPy references; gradients
+are also checked by finite differences (``pytensor.gradient.verify_grad``).
+Both implementations of each Op are covered: the C code (default mode) and
+the NumPy ``perform`` (Python linker).
+"""
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+import pytest
+from pytensor.compile.mode import Mode
+from pytensor.gradient import verify_grad
+
+from theanompi.models.ops import (
+    Conv2d,
+    Conv2dGradBias,
+    Conv2dGradInputs,
+    Conv2dGradWeights,
+    Pool2d,
+    Pool2dGrad,
+    avg_pool2d,
+    conv2d,
+    max_pool2d,
+)
+
+PY_MODE = Mode(linker="py", optimizer="fast_run")
+TOL = {"float32": dict(rtol=2e-4, atol=2e-4), "float64": dict(rtol=1e-10, atol=1e-10)}
+
+
+# --------------------------------------------------------------------------- #
+# Explicit-loop references                                                    #
+# --------------------------------------------------------------------------- #
+def _pad(x, pad, fill=0.0):
+    ph, pw = pad
+    out = np.full((*x.shape[:2], x.shape[2] + 2 * ph, x.shape[3] + 2 * pw), fill, x.dtype)
+    out[:, :, ph : ph + x.shape[2], pw : pw + x.shape[3]] = x
+    return out
+
+
+def ref_conv(x, w, stride, pad, bias=None):
+    """y[n,o,i,j] = sum(xpad[n, :, window(i,j)] * w[o]) (+ bias[o]), float64."""
+    xp = _pad(x.astype(np.float64), pad)
+    (sh, sw), (kh, kw) = stride, w.shape[2:]
+    Ho, Wo = (xp.shape[2] - kh) // sh + 1, (xp.shape[3] - kw) // sw + 1
+    y = np.zeros((x.shape[0], w.shape[0], Ho, Wo))
+    for n in range(x.shape[0]):
+        for o in range(w.shape[0]):
+            for i in range(Ho):
+                for j in range(Wo):
+                    window = xp[n, :, i * sh : i * sh + kh, j * sw : j * sw + kw]
+                    y[n, o, i, j] = np.sum(window * w[o]) + (0 if bias is None else bias[o])
+    return y
+
+
+def ref_conv_grads(x, w, g, stride, pad):
+    """(dx, dw, db) of sum(conv(x, w) * g), by the same explicit loops."""
+    xp = _pad(x.astype(np.float64), pad)
+    dxp = np.zeros_like(xp)
+    dw = np.zeros(w.shape)
+    (sh, sw), (kh, kw) = stride, w.shape[2:]
+    for n in range(g.shape[0]):
+        for o in range(g.shape[1]):
+            for i in range(g.shape[2]):
+                for j in range(g.shape[3]):
+                    win = (n, slice(None), slice(i * sh, i * sh + kh), slice(j * sw, j * sw + kw))
+                    dw[o] += g[n, o, i, j] * xp[win]
+                    dxp[win] += g[n, o, i, j] * w[o]
+    ph, pw = pad
+    dx = dxp[:, :, ph : ph + x.shape[2], pw : pw + x.shape[3]]
+    return dx, dw, g.sum(axis=(0, 2, 3))
+
+
+def ref_pool(x, pool, stride, pad, mode):
+    """Max or average (zero padding counted) pooling, float64."""
+    xp = _pad(x.astype(np.float64), pad, -np.inf if mode == "max" else 0.0)
+    (kh, kw), (sh, sw) = pool, stride
+    Ho, Wo = (xp.shape[2] - kh) // sh + 1, (xp.shape[3] - kw) // sw + 1
+    y = np.zeros((*x.shape[:2], Ho, Wo))
+    for n in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            for i in range(Ho):
+                for j in range(Wo):
+                    window = xp[n, c, i * sh : i * sh + kh, j * sw : j * sw + kw]
+                    y[n, c, i, j] = window.max() if mode == "max" else window.mean()
+    return y
+
+
+def ref_pool_grad(x, g, pool, stride, pad, mode):
+    xp = _pad(x.astype(np.float64), pad, -np.inf if mode == "max" else 0.0)
+    dxp = np.zeros_like(xp)
+    (kh, kw), (sh, sw) = pool, stride
+    for n in range(g.shape[0]):
+        for c in range(g.shape[1]):
+            for i in range(g.shape[2]):
+                for j in range(g.shape[3]):
+                    rows, cols = slice(i * sh, i * sh + kh), slice(j * sw, j * sw + kw)
+                    if mode == "max":
+                        a, b = np.unravel_index(np.argmax(xp[n, c, rows, cols]), (kh, kw))
+                        dxp[n, c, i * sh + a, j * sw + b] += g[n, c, i, j]
+                    else:
+                        dxp[n, c, rows, cols] += g[n, c, i, j] / (kh * kw)
+    ph, pw = pad
+    return dxp[:, :, ph : ph + x.shape[2], pw : pw + x.shape[3]]
+
+
+# --------------------------------------------------------------------------- #
+# Convolution                                                                 #
+# --------------------------------------------------------------------------- #
+# (x shape, W shape, stride, pad)
+CONV_CASES = [
+    ((2, 3, 7, 6), (4, 3, 3, 2), (2, 1), (1, 2)),   # odd sizes, asymmetric everything
+    ((3, 2, 8, 9), (5, 2, 3, 3), (2, 2), (1, 1)),
+    ((2, 4, 5, 6), (3, 4, 1, 1), (1, 1), (0, 0)),   # pointwise fast path
+    ((2, 3, 9, 7), (2, 3, 4, 3), (3, 2), (2, 0)),   # stride > 1, kernel 4
+    ((1, 1, 5, 5), (2, 1, 5, 5), (1, 1), (0, 0)),   # kernel == input
+    ((1, 2, 3, 4), (3, 2, 3, 3), (1, 1), (3, 3)),   # padding wider than the kernel reach
+    ((5, 8, 40, 40), (4, 8, 3, 3), (1, 1), (1, 1)),  # several C chunks + a partial one
+]
+CONV_IDS = ["odd", "stride2", "pointwise", "k4s3", "full", "widepad", "chunks"]
+
+
+def _conv_graph(dtype, stride, pad, with_bias):
+    x, w, g = pt.tensor4("x", dtype=dtype), pt.tensor4("w", dtype=dtype), pt.tensor4("g", dtype=dtype)
+    b = pt.vector("b", dtype=dtype)
+    y = conv2d(x, w, stride=stride, pad=pad, bias=b if with_bias else None)
+    wrt = [x, w, b] if with_bias else [x, w]
+    grads = pytensor.grad((y * g).sum(), wrt)
+    return [x, w, b, g] if with_bias else [x, w, g], [y, *grads]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", CONV_CASES, ids=CONV_IDS)
+def test_conv2d_forward_and_grads_match_reference(case, dtype):
+    xs, ws, stride, pad = case
+    if xs[0] == 5 and dtype == "float32":
+        pytest.skip("the chunking case runs in float64 only (slow reference)")
+    rng = np.random.default_rng(sum(xs) + sum(ws))
+    with_bias = ws[2] != 4  # exercise both signatures
+    x = rng.standard_normal(xs).astype(dtype)
+    w = rng.standard_normal(ws).astype(dtype)
+    b = rng.standard_normal(ws[0]).astype(dtype)
+    y_ref = ref_conv(x, w, stride, pad, b if with_bias else None)
+    g = rng.standard_normal(y_ref.shape).astype(dtype)
+    dx_ref, dw_ref, db_ref = ref_conv_grads(x, w, g, stride, pad)
+
+    inputs, outputs = _conv_graph(dtype, stride, pad, with_bias)
+    f = pytensor.function(inputs, outputs)
+    args = [x, w, b, g] if with_bias else [x, w, g]
+    got = f(*args)
+    expected = [y_ref, dx_ref, dw_ref] + ([db_ref] if with_bias else [])
+    for name, value, ref in zip(["y", "dx", "dw", "db"], got, expected):
+        assert value.dtype == dtype, name
+        np.testing.assert_allclose(value, ref, **TOL[dtype], err_msg=name)
+
+
+@pytest.mark.parametrize("case", CONV_CASES[:4], ids=CONV_IDS[:4])
+def test_conv2d_numpy_perform_matches_reference(case):
+    """The Python-linker fallback (``perform``) of all four conv ops."""
+    xs, ws, stride, pad = case
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal(xs), rng.standard_normal(ws)
+    b = rng.standard_normal(ws[0])
+    y_ref = ref_conv(x, w, stride, pad, b)
+    g = rng.standard_normal(y_ref.shape)
+    inputs, outputs = _conv_graph("float64", stride, pad, with_bias=True)
+    got = pytensor.function(inputs, outputs, mode=PY_MODE)(x, w, b, g)
+    for value, ref in zip(got, [y_ref, *ref_conv_grads(x, w, g, stride, pad)]):
+        np.testing.assert_allclose(value, ref, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("stride, pad", [((1, 1), (1, 1)), ((2, 1), (0, 2))])
+def test_conv2d_verify_grad(stride, pad):
+    rng = np.random.default_rng(7)
+    x, w, b = rng.standard_normal((2, 2, 5, 4)), rng.standard_normal((3, 2, 3, 2)), rng.standard_normal(3)
+    verify_grad(lambda x_, w_, b_: conv2d(x_, w_, stride, pad, bias=b_), [x, w, b], rng=rng)
+
+
+def test_conv2d_grad_ops_verify_grad():
+    """Second order: the gradient ops are themselves differentiable (bilinear)."""
+    rng = np.random.default_rng(8)
+    x, w = rng.standard_normal((2, 2, 5, 4)), rng.standard_normal((3, 2, 3, 2))
+    gy = rng.standard_normal((2, 3, 3, 5))  # conv output shape for stride (2, 1), pad (1, 1)
+    s, p = (2, 1), (1, 1)
+    verify_grad(lambda w_, g_: Conv2dGradInputs(s, p)(pt.constant(x), w_, g_), [w, gy], rng=rng)
+    verify_grad(lambda x_, g_: Conv2dGradWeights(s, p)(x_, pt.constant(w), g_), [x, gy], rng=rng)
+    verify_grad(lambda g_: Conv2dGradBias()(g_), [gy], rng=rng)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_conv2d_dtype_is_preserved_without_upcast(dtype):
+    x, w, b = pt.tensor4(dtype=dtype), pt.tensor4(dtype=dtype), pt.vector(dtype=dtype)
+    y = conv2d(x, w, pad=1, bias=b)
+    grads = pytensor.grad(y.sum(), [x, w, b])
+    assert [v.dtype for v in (y, *grads)] == [dtype] * 4
+    f = pytensor.function([x, w, b], [y, *grads])
+    # no node in the compiled graph computes in a wider float type
+    for node in f.maker.fgraph.apply_nodes:
+        assert all(out.dtype != "float64" or dtype == "float64" for out in node.outputs), node
+    vals = f(np.ones((1, 2, 4, 4), dtype), np.ones((3, 2, 3, 3), dtype), np.ones(3, dtype))
+    assert [v.dtype for v in vals] == [dtype] * 4
+
+
+def test_conv2d_infer_shape_needs_no_computation():
+    x, w = pt.tensor4("x"), pt.tensor4("w")
+    y = conv2d(x, w, stride=(2, 3), pad=(1, 0))
+    gx, gw = pytensor.grad(y.sum(), [x, w])
+    f = pytensor.function([x, w], [y.shape, gx.shape, gw.shape])
+    ops = {type(node.op) for node in f.maker.fgraph.apply_nodes}
+    assert not ops & {Conv2d, Conv2dGradInputs, Conv2dGradWeights}, ops
+    xv, wv = np.zeros((2, 3, 11, 8), "float32"), np.zeros((5, 3, 3, 2), "float32")
+    ys, gxs, gws = f(xv, wv)
+    assert tuple(ys) == (2, 5, 6, 3)  # (11 + 2 - 3)//2 + 1, (8 - 2)//3 + 1
+    assert tuple(gxs) == xv.shape and tuple(gws) == wv.shape
+
+
+def test_conv2d_static_shape():
+    x = pt.tensor4("x", shape=(8, 3, 32, 32))
+    w = pt.tensor4("w", shape=(16, 3, 5, 5))
+    assert conv2d(x, w, stride=2, pad=2).type.shape == (8, 16, 16, 16)
+    assert conv2d(x, pt.tensor4("w")).type.shape == (8, None, None, None)
+    gx, gw = pytensor.grad(conv2d(x, w).sum(), [x, w])
+    assert gx.type.shape == x.type.shape and gw.type.shape == w.type.shape
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: conv2d(pt.tensor3(), pt.tensor4()), "ndim=3"),
+        (lambda: conv2d(pt.tensor4(), pt.matrix()), "ndim=2"),
+        (lambda: conv2d(pt.tensor4(dtype="int32"), pt.tensor4(dtype="int32")), "'int32'"),
+        (lambda: conv2d(pt.tensor4(dtype="float32"), pt.tensor4(dtype="float64")), "'float64'"),
+        (lambda: conv2d(pt.tensor4(shape=(1, 3, 8, 8)), pt.tensor4(shape=(4, 2, 3, 3))), "3 input channels but W expects 2"),
+        (lambda: conv2d(pt.tensor4(shape=(1, 3, 4, 4)), pt.tensor4(shape=(2, 3, 7, 3))), "window 7"),
+        (lambda: conv2d(pt.tensor4(), pt.tensor4(), stride=0), "stride must be >= 1"),
+        (lambda: conv2d(pt.tensor4(), pt.tensor4(), stride=(1, 2, 3)), "(1, 2, 3)"),
+        (lambda: conv2d(pt.tensor4(), pt.tensor4(), pad=(-1, 0)), "(-1, 0)"),
+        (lambda: conv2d(pt.tensor4(), pt.tensor4(), pad=1.5), "1.5"),
+        (lambda: conv2d(pt.tensor4(), pt.tensor4(shape=(4, 3, 3, 3)), bias=pt.vector(shape=(5,))), "bias has 5 entries"),
+    ],
+    ids=["x-ndim", "w-ndim", "int", "mixed-dtype", "channels", "window", "stride0", "stride3", "pad-neg", "pad-float", "bias"],
+)
+def test_conv2d_bad_inputs_raise_value_error(make, message):
+    with pytest.raises(ValueError) as err:
+        make()
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize("mode", [None, PY_MODE], ids=["c", "python"])
+def test_conv2d_runtime_shape_errors(mode):
+    x, w = pt.tensor4("x"), pt.tensor4("w")
+    f = pytensor.function([x, w], conv2d(x, w, pad=1), mode=mode)
+    with pytest.raises(ValueError, match=r"3 input channels but W expects 2"):
+        f(np.zeros((1, 3, 5, 5), "float32"), np.zeros((4, 2, 3, 3), "float32"))
+    with pytest.raises(ValueError, match=r"larger than the padded input"):
+        f(np.zeros((1, 2, 2, 5), "float32"), np.zeros((4, 2, 5, 3), "float32"))
+
+
+# --------------------------------------------------------------------------- #
+# Pooling                                                                     #
+# --------------------------------------------------------------------------- #
+# (x shape, pool, stride, pad)
+POOL_CASES = [
+    ((2, 3, 7, 6), (2, 2), None, (0, 0)),    # default stride, odd size: floor drops a row
+    ((1, 2, 8, 7), (3, 3), (2, 2), (1, 1)),  # overlapping + padding
+    ((2, 1, 5, 7), (2, 3), (1, 2), (1, 1)),  # asymmetric
+    ((1, 2, 5, 5), (2, 2), (1, 1), (0, 0)),  # overlapping, unpadded
+    ((1, 2, 7, 8), (2, 2), (3, 3), (0, 0)),  # gaps between windows
+]
+POOL_IDS = ["default", "overlap-pad", "asym", "overlap", "gaps"]
+
+
+def _pool_fn(mode, pool, stride, pad, dtype, linker_mode=None):
+    x, g = pt.tensor4("x", dtype=dtype), pt.tensor4("g", dtype=dtype)
+    pool_fn = max_pool2d if mode == "max" else avg_pool2d
+    y = pool_fn(x, pool, stride, pad)
+    return pytensor.function([x, g], [y, pytensor.grad((y * g).sum(), x)], mode=linker_mode)
+
+
+@pytest.mark.parametrize("linker", ["c", "python"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("mode", ["max", "average"])
+@pytest.mark.parametrize("case", POOL_CASES, ids=POOL_IDS)
+def test_pool_forward_and_grad_match_reference(case, mode, dtype, linker):
+    xs, pool, stride, pad = case
+    rng = np.random.default_rng(3)
+    # distinct values: no ties here (ties have their own test)
+    x = rng.permutation(np.prod(xs)).reshape(xs).astype(dtype) - 20
+    f = _pool_fn(mode, pool, stride, pad, dtype, PY_MODE if linker == "python" else None)
+    y_ref = ref_pool(x, pool, stride or pool, pad, mode)
+    g = rng.standard_normal(y_ref.shape).astype(dtype)
+    y, dx = f(x, g)
+    assert y.dtype == dx.dtype == dtype
+    np.testing.assert_allclose(y, y_ref, **TOL[dtype])
+    np.testing.assert_allclose(dx, ref_pool_grad(x, g, pool, stride or pool, pad, mode), **TOL[dtype])
+
+
+@pytest.mark.parametrize("linker", ["c", "python"])
+@pytest.mark.parametrize("case", POOL_CASES[:2] + POOL_CASES[3:4], ids=["default", "overlap-pad", "overlap"])
+def test_max_pool_ties_route_gradient_to_first_maximum(case, linker):
+    xs, pool, stride, pad = case
+    x = np.floor(np.random.default_rng(4).uniform(0, 2, xs))  # many ties (values 0 and 1)
+    f = _pool_fn("max", pool, stride, pad, "float64", PY_MODE if linker == "python" else None)
+    g = np.random.default_rng(5).standard_normal(ref_pool(x, pool, stride or pool, pad, "max").shape)
+    np.testing.assert_allclose(f(x, g)[1], ref_pool_grad(x, g, pool, stride or pool, pad, "max"))
+
+
+@pytest.mark.parametrize("linker", ["c", "python"])
+def test_max_pool_constant_input_gradient_goes_to_window_corner(linker):
+    f = _pool_fn("max", 2, None, 0, "float64", PY_MODE if linker == "python" else None)
+    dx = f(np.ones((1, 1, 4, 5)), np.ones((1, 1, 2, 2)))[1]
+    expected = [[1, 0, 1, 0, 0], [0, 0, 0, 0, 0], [1, 0, 1, 0, 0], [0, 0, 0, 0, 0]]
+    np.testing.assert_array_equal(dx[0, 0], expected)
+
+
+@pytest.mark.parametrize("mode", ["max", "average"])
+def test_pool_verify_grad(mode):
+    rng = np.random.default_rng(6)
+    x = rng.permutation(2 * 2 * 6 * 5).reshape(2, 2, 6, 5) / 7.0  # spacing >> eps: no ties
+    pool_fn = max_pool2d if mode == "max" else avg_pool2d
+    verify_grad(lambda x_: pool_fn(x_, (3, 2), (2, 1), (1, 1)), [x], rng=rng)
+
+
+def test_pool_infer_shape_and_static_shape():
+    x = pt.tensor4("x")
+    y = max_pool2d(x, 3, stride=2, pad=1)
+    f = pytensor.function([x], [y.shape, pytensor.grad(y.sum(), x).shape])
+    assert not {type(n.op) for n in f.maker.fgraph.apply_nodes} & {Pool2d, Pool2dGrad}
+    ys, gs = f(np.zeros((2, 3, 9, 8), "float32"))
+    assert tuple(ys) == (2, 3, 5, 4) and tuple(gs) == (2, 3, 9, 8)
+    assert avg_pool2d(pt.tensor4(shape=(4, 3, 7, 6))).type.shape == (4, 3, 3, 3)
+    assert max_pool2d(pt.tensor4(dtype="float32")).dtype == "float32"
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: max_pool2d(pt.matrix()), "ndim=2"),
+        (lambda: max_pool2d(pt.tensor4(dtype="int64")), "'int64'"),
+        (lambda: max_pool2d(pt.tensor4(), pool_size=0), "pool_size must be >= 1"),
+        (lambda: max_pool2d(pt.tensor4(), 2, stride=(0, 1)), "(0, 1)"),
+        (lambda: max_pool2d(pt.tensor4(), 2, pad=2), "at most half of pool_size"),
+        (lambda: avg_pool2d(pt.tensor4(shape=(1, 1, 3, 3)), 5), "window 5"),
+        (lambda: Pool2d(2, mode="min"), "'min'"),
+    ],
+    ids=["ndim", "int", "pool0", "stride0", "pad", "window", "mode"],
+)
+def test_pool_bad_inputs_raise_value_error(make, message):
+    with pytest.raises(ValueError) as err:
+        make()
+    assert message in str(err.value)
+
+
+def test_pool_runtime_window_error():
+    x = pt.tensor4("x")
+    f = pytensor.function([x], max_pool2d(x, 3))
+    with pytest.raises(ValueError, match=r"larger than the padded input"):
+        f(np.zeros((1, 1, 2, 5), "float32"))
+
+
+# --------------------------------------------------------------------------- #
+# JAX backend                                                                 #
+# --------------------------------------------------------------------------- #
+def test_jax_dispatch_registration_is_guarded():
+    from theanompi.models.ops import jax_dispatch
+
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        assert jax_dispatch.register() is False
+    else:
+        assert jax_dispatch.register() is True
+
+
+def test_jax_dispatch_matches_c_backend():
+    pytest.importorskip("jax")
+    from theanompi.models.ops import jax_dispatch
+
+    assert jax_dispatch.register()
+    rng = np.random.default_rng(9)
+    x, w, b = pt.tensor4("x"), pt.tensor4("w"), pt.vector("b")
+    h = conv2d(x, w, stride=(1, 2), pad=1, bias=b)
+    loss = (max_pool2d(h, 2) ** 2).sum() + (avg_pool2d(h, 3, 2, 1) ** 2).sum()
+    outputs = [h, *pytensor.grad(loss, [x, w, b])]
+    args = [
+        rng.standard_normal((2, 3, 8, 9)).astype(x.dtype),
+        rng.standard_normal((4, 3, 3, 3)).astype(x.dtype),
+        rng.standard_normal(4).astype(x.dtype),
+    ]
+    expected = pytensor.function([x, w, b], outputs)(*args)
+    got = pytensor.function([x, w, b], outputs, mode="JAX")(*args)
+    for value, ref in zip(got, expected):
+        np.testing.assert_allclose(np.asarray(value), ref, rtol=1e-3, atol=1e-3)
