@@ -8,14 +8,22 @@ Network (both frameworks, identical initial weights)::
 
 Both are timed in one process with the same thread count (``--threads``,
 default 2: OPENBLAS/OMP threads for pytensor, ``torch.set_num_threads`` for
-torch): ``--warmup`` steps, then the median of ``--steps`` steps each. The
-first-step losses of the two are compared as a check that they compute the
-same thing. Prints a table and writes JSON (``--json``).
+torch). After ``--warmup`` steps each, the implementations take turns in
+``--rounds`` rounds of ``--block`` timed steps (the first step of every block
+is an untimed re-warm), so drifting machine load hits all of them alike; the
+table reports the median over all timed steps (>= 10 each).
+
+pytensor is timed twice: with its default linker (``cvm``, which frees every
+intermediate array after its last use, so each step re-allocates, and
+page-faults, ~100 MB) and with ``cvm_nogc`` (pytensor's ``allow_gc=False``:
+intermediates keep their storage between calls; more memory, less time).
+The first-step losses are compared as a check that the implementations
+compute the same thing. Prints a table and writes JSON (``--json``).
 
 Example
 -------
-    .venv/bin/python benchmarks/cnn_step_vs_torch.py --steps 20
-    .venv/bin/python benchmarks/cnn_step_vs_torch.py --profile   # pytensor per-op profile
+    .venv/bin/python benchmarks/cnn_step_vs_torch.py --rounds 6 --block 5
+    .venv/bin/python benchmarks/cnn_step_vs_torch.py --profile   # + pytensor per-op profile
 
 Exit status 2 when torch is not installed.
 """
@@ -40,13 +48,15 @@ def parse_args(argv=None):
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", 2)))
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--steps", type=int, default=15)
+    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--block", type=int, default=5, help="timed steps per implementation per round")
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--json", type=Path, default=DEFAULT_JSON)
-    p.add_argument("--profile", action="store_true", help="print pytensor's per-op profile")
+    p.add_argument("--profile", action="store_true",
+                   help="print pytensor's per-op profile (of the cvm_nogc function)")
     args = p.parse_args(argv)
-    if args.steps < 10:
-        p.error("--steps must be >= 10")
+    if args.rounds * args.block < 10:
+        p.error("--rounds * --block must be >= 10 (timed steps per implementation)")
     return args
 
 
@@ -71,11 +81,11 @@ def init_params(rng):
     }
 
 
-def build_pytensor_step(params, lr, profile=False):
+def build_pytensor_step(params, lr, linker="cvm", profile=False):
     """Compile ``step(x, y) -> loss`` that also applies the SGD update in place."""
     import pytensor
     import pytensor.tensor as pt
-    from pytensor.tensor.special import log_softmax
+    from pytensor.compile.mode import Mode
 
     from theanompi.models.ops import conv2d, max_pool2d
 
@@ -90,10 +100,16 @@ def build_pytensor_step(params, lr, profile=False):
     h = pt.maximum(conv2d(h, shared["W2"], pad=1, bias=shared["b2"]), 0)
     h = max_pool2d(h, 2)
     logits = h.flatten(2) @ shared["Wd"] + shared["bd"]
-    loss = -log_softmax(logits, axis=1)[pt.arange(y.shape[0]), y].mean()
+    # log-sum-exp by hand: pytensor's LogSoftmax/Softmax ops run in Python (~2 ms).
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_z = pt.log(pt.exp(shifted).sum(axis=1))
+    loss = (log_z - shifted[pt.arange(y.shape[0]), y]).mean()
     grads = pytensor.grad(loss, list(shared.values()))
     updates = [(p, p - pt.constant(lr, dtype="float32") * g) for p, g in zip(shared.values(), grads)]
-    return pytensor.function([x, y], loss, updates=updates, profile=True if profile else None)
+    mode = Mode(linker=linker, optimizer="fast_run")
+    return pytensor.function(
+        [x, y], loss, updates=updates, mode=mode, profile=True if profile else None
+    )
 
 
 def build_torch_step(params, lr):
@@ -120,20 +136,24 @@ def build_torch_step(params, lr):
         loss = nn.functional.cross_entropy(net(x), y)
         loss.backward()
         opt.step()
-        return float(loss)
+        return float(loss.detach())
 
     return step
 
 
-def time_steps(step, args, warmup, steps):
-    """Milliseconds per call of ``step(*args)`` after ``warmup`` untimed calls."""
-    for _ in range(warmup):
-        step(*args)
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        step(*args)
-        times.append((time.perf_counter() - t0) * 1e3)
+def time_interleaved(steps, warmup, rounds, block):
+    """Per-step milliseconds for each ``name -> (fn, args)``, taking turns in blocks."""
+    for fn, fn_args in steps.values():
+        for _ in range(warmup):
+            fn(*fn_args)
+    times = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, (fn, fn_args) in steps.items():
+            fn(*fn_args)  # re-warm after the other implementation ran
+            for _ in range(block):
+                t0 = time.perf_counter()
+                fn(*fn_args)
+                times[name].append((time.perf_counter() - t0) * 1e3)
     return times
 
 
@@ -165,40 +185,51 @@ def main(argv=None) -> int:
     y = rng.integers(0, 10, size=args.batch).astype("int32")
 
     t0 = time.perf_counter()
-    ours = build_pytensor_step(params, args.lr, profile=args.profile)
+    ours = build_pytensor_step(params, args.lr)
     compile_s = time.perf_counter() - t0
+    ours_nogc = build_pytensor_step(params, args.lr, linker="cvm_nogc", profile=args.profile)
     theirs = build_torch_step(params, args.lr)
     xt, yt = torch.from_numpy(x), torch.from_numpy(y.astype("int64"))
 
     # Same weights, same data: the first losses must agree (float32 tolerance).
-    loss_ours, loss_torch = float(ours(x, y)), theirs(xt, yt)
+    # (The two pytensor functions share the weights, so only ``ours`` is checked.)
+    first_loss = {"ours": float(ours(x, y)), "torch": theirs(xt, yt)}
 
-    ours_ms = time_steps(ours, (x, y), args.warmup, args.steps)
-    torch_ms = time_steps(theirs, (xt, yt), args.warmup, args.steps)
-    med_ours, med_torch = statistics.median(ours_ms), statistics.median(torch_ms)
-    ratio = med_ours / med_torch
+    names = {
+        "ours": "theanompi (pytensor)",
+        "ours_nogc": "theanompi, cvm_nogc",
+        "torch": f"torch {torch.__version__}",
+    }
+    times = time_interleaved(
+        {"ours": (ours, (x, y)), "ours_nogc": (ours_nogc, (x, y)), "torch": (theirs, (xt, yt))},
+        args.warmup, args.rounds, args.block,
+    )
+    med = {name: statistics.median(t) for name, t in times.items()}
+    ratio = {name: med[name] / med["torch"] for name in ("ours", "ours_nogc")}
 
-    print(f"CNN training step, batch {args.batch}x3x32x32, {args.threads} threads, "
-          f"median of {args.steps} steps after {args.warmup} warm-up")
-    print(f"{'impl':<22}{'ms/step':>10}{'min':>10}{'max':>10}")
-    print(f"{'theanompi (pytensor)':<22}{med_ours:>10.1f}{min(ours_ms):>10.1f}{max(ours_ms):>10.1f}")
-    print(f"{'torch ' + torch.__version__:<22}{med_torch:>10.1f}{min(torch_ms):>10.1f}{max(torch_ms):>10.1f}")
-    print(f"ratio ours/torch: {ratio:.2f}x   first-step loss: ours {loss_ours:.6f}, "
-          f"torch {loss_torch:.6f}   (pytensor compile {compile_s:.1f} s)")
+    n_timed = args.rounds * args.block
+    print(f"CNN training step, batch {args.batch}x3x32x32, {args.threads} threads, median of "
+          f"{n_timed} steps each ({args.rounds} interleaved rounds of {args.block})")
+    print(f"{'impl':<24}{'ms/step':>9}{'min':>9}{'max':>9}{'vs torch':>10}")
+    for name, label in names.items():
+        vs = f"{ratio[name]:.2f}x" if name in ratio else ""
+        print(f"{label:<24}{med[name]:>9.1f}{min(times[name]):>9.1f}{max(times[name]):>9.1f}{vs:>10}")
+    print(f"first-step loss: ours {first_loss['ours']:.6f}, torch {first_loss['torch']:.6f}; "
+          f"pytensor compile {compile_s:.1f} s")
 
     result = {
         "benchmark": "cnn_step_vs_torch",
         "batch": args.batch,
         "threads": args.threads,
         "warmup": args.warmup,
-        "steps": args.steps,
-        "ours_ms_median": med_ours,
-        "torch_ms_median": med_torch,
-        "ratio": ratio,
-        "ours_ms": ours_ms,
-        "torch_ms": torch_ms,
-        "first_loss": {"ours": loss_ours, "torch": loss_torch},
+        "rounds": args.rounds,
+        "block": args.block,
+        "ms_median": med,
+        "ratio_vs_torch": ratio,
+        "ms_all": times,
+        "first_loss": first_loss,
         "compile_s": compile_s,
+        "env": {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS")},
         "versions": {
             "python": platform.python_version(),
             "numpy": np.__version__,
@@ -211,7 +242,7 @@ def main(argv=None) -> int:
     args.json.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.json}")
     if args.profile:
-        ours.profile.summary()
+        ours_nogc.profile.summary()
     return 0
 
 

@@ -124,3 +124,99 @@ def load_final_params(run_dir: Path) -> list[np.ndarray]:
     """The arrays :func:`save_final_params` wrote (never unpickles)."""
     with np.load(Path(run_dir) / "final_params.npz", allow_pickle=False) as data:
         return [data[k] for k in sorted(data.files)]
+
+
+class WorkerLoop:
+    """The epoch/iteration skeleton every rule's worker runs; rules fill in the hooks.
+
+    Subclasses set :attr:`sync_type` (what the model compiles) and override
+    :meth:`step` (one iteration, exchanges included), :meth:`end_of_epoch`
+    (e.g. a final average), :meth:`stop_requested` (e.g. a server said stop) and
+    :meth:`finish` (e.g. drain messages, build the final model).
+
+    ``comm`` is the communicator of the *workers* (rules with server ranks split
+    them off); validation and progress are aggregated over it.
+
+    Example
+    -------
+    >>> class LocalOnly(WorkerLoop):
+    ...     sync_type = "local"
+    >>> LocalOnly(ctx, ctx.comm).run()        # doctest: +SKIP
+    """
+
+    sync_type: str | None = "local"
+    rule_name: str = ""
+
+    def __init__(self, ctx, comm):
+        from theanompi.params import FusedParams
+        from theanompi.recorder import Recorder
+
+        self.ctx = ctx
+        self.comm = comm
+        self.options = ctx.spec.options
+        self.model = build_model(ctx, comm.rank, comm.size, self.sync_type)
+        self.fused = FusedParams(self.model.params)
+        self.recorder = Recorder(ctx.spec.run_dir, write=comm.rank == 0)
+        self.n_epochs = n_epochs_for(self.model, self.options)
+        self.iteration = 0
+        self.epoch = 0
+
+    # hooks ---------------------------------------------------------------------------
+    def step(self, count: int) -> None:
+        """One iteration: by default the model's whole local step."""
+        with self.recorder.timer("calc"):
+            self.model.train_iter(count, self.recorder)
+
+    def end_of_epoch(self, epoch: int) -> None:
+        """After the epoch's last step, before validation."""
+
+    def stop_requested(self) -> bool:
+        """True ends training early (checked after every step)."""
+        return False
+
+    def finish(self) -> None:
+        """After the last epoch (or a stop), before the final model is saved."""
+
+    def summary(self) -> dict[str, Any]:
+        """Rule-specific entries of ``summary.json``."""
+        return {}
+
+    # the session -----------------------------------------------------------------------
+    def train_epoch(self, epoch: int) -> bool:
+        """Run one epoch's steps; False if a stop was requested."""
+        self.model.adjust_hyperp(epoch)
+        for count in range(self.model.data.n_batch_train):
+            self.step(count)
+            self.recorder.end_iteration()
+            self.iteration += 1
+            if self.stop_requested():
+                return False
+        return True
+
+    def run(self) -> None:
+        progress = Progress(self.n_epochs)
+        rank0 = self.comm.rank == 0
+        for epoch in range(self.n_epochs):
+            self.epoch = epoch
+            completed = self.train_epoch(epoch)
+            self.end_of_epoch(epoch)
+            metrics = train_metrics(self.recorder, self.comm)
+            metrics.update(validate(self.model, self.recorder, self.comm))
+            if rank0:
+                metrics.update(progress.epoch_done(epoch, metrics))
+            self.recorder.end_epoch(epoch, metrics)
+            if not completed:
+                break
+        self.finish()
+        if rank0:
+            last = self.recorder.epochs[-1]
+            path = save_final_params(self.model.params, self.ctx.spec.run_dir)
+            self.recorder.write_summary({
+                "rule": self.rule_name, "workers": self.comm.size, "epochs": len(self.recorder.epochs),
+                "iterations": self.iteration, "final_val_accuracy": last["val_accuracy"],
+                "final_val_loss": last["val_loss"], "final_params": str(path), "wall_s": last.get("elapsed_s"),
+                **self.summary(),
+            })
+            log.info("final validation accuracy: %.2f%%", 100 * last["val_accuracy"])
+        self.recorder.close()
+        self.model.cleanup()

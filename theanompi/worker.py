@@ -29,7 +29,16 @@ class RankContext:
     rank: int
     role: str
     device: str
-    comm: object  # mpi4py communicator of the session
+    comm: object  # mpi4py communicator of the whole session (COMM_WORLD)
+
+    def ranks_with_role(self, role: str) -> list[int]:
+        """Session ranks playing ``role`` ('worker', 'server', ...), ascending."""
+        return [i for i, r in enumerate(self.spec.ranks) if r["role"] == role]
+
+    def role_comm(self):
+        """A communicator of the ranks sharing this rank's role (collective over the session)."""
+        roles = sorted({r["role"] for r in self.spec.ranks})
+        return self.comm.Split(roles.index(self.role), self.rank)
 
 
 def _status_path(spec: SessionSpec, rank: int, state: str) -> Path:

@@ -30,6 +30,7 @@ from theanompi.errors import ContractError
 from theanompi.exchange import STRATEGIES, check_strategy
 from theanompi.options import Option, choice, positive_int
 from theanompi.rules.base import Rule
+from theanompi.training import WorkerLoop
 
 log = logging.getLogger("theanompi")
 
@@ -52,33 +53,34 @@ class BSP(Rule):
         BSPWorker(ctx).run()
 
 
-class BSPWorker:
-    """One BSP worker: builds the model, then trains epoch by epoch, exchanging as configured."""
+class BSPWorker(WorkerLoop):
+    """One BSP worker: the shared epoch loop with BSP's exchanges in :meth:`step`."""
+
+    rule_name = "BSP"
 
     def __init__(self, ctx):
         from theanompi import training
         from theanompi.exchange import make_exchanger
-        from theanompi.params import FusedParams
-        from theanompi.recorder import Recorder
 
-        self.ctx = ctx
-        self.comm = ctx.comm
-        self.options = ctx.spec.options
-        self.sync_type = self.options["sync_type"] if self.comm.size > 1 else "local"
-        self.model = training.build_model(ctx, self.comm.rank, self.comm.size, self.sync_type)
-        self.fused = FusedParams(self.model.params)
-        self.exchanger = make_exchanger(self.options["exch_strategy"], self.comm)
-        self.recorder = Recorder(ctx.spec.run_dir, write=self.comm.rank == 0)
-        self.n_epochs = training.n_epochs_for(self.model, self.options)
-        self.iteration = 0
+        comm = ctx.comm
+        self.sync_type = ctx.spec.options["sync_type"] if comm.size > 1 else "local"
+        super().__init__(ctx, comm)
+        self.exchanger = make_exchanger(self.options["exch_strategy"], comm)
         training.check_agreement(
-            self.comm, n_batch_train=self.model.data.n_batch_train, n_params=self.fused.size,
+            comm, n_batch_train=self.model.data.n_batch_train, n_params=self.fused.size,
             param_dtype=str(self.fused.dtype),
         )
         self.exchanger.bcast(self.fused.read(), root=0)  # every worker starts from rank 0's params
         self.fused.write(self.fused.buffer)
 
-    # -- one iteration -----------------------------------------------------------------
+    def step(self, count: int) -> None:
+        if self.sync_type == "cdd":
+            self.step_cdd(count)
+        elif self.sync_type == "avg":
+            self.step_avg(count)
+        else:
+            super().step(count)
+
     def step_cdd(self, count: int) -> None:
         rec = self.recorder
         with rec.timer("calc"):
@@ -91,20 +93,25 @@ class BSPWorker:
             self.model.apply_update(vector)
 
     def step_avg(self, count: int) -> None:
-        with self.recorder.timer("calc"):
-            self.model.train_iter(count, self.recorder)
+        super().step(count)
         if (self.iteration + 1) % self.options["avg_freq"] == 0:
             self.average_params()
 
     def step_local(self, count: int) -> None:
-        with self.recorder.timer("calc"):
-            self.model.train_iter(count, self.recorder)
+        super().step(count)
 
     def average_params(self) -> None:
         """Replace every worker's params with their mean over workers."""
         with self.recorder.timer("comm"):
             flat = self.exchanger.allreduce_sum(self.fused.read())
             self.fused.write(flat, scale=1.0 / self.comm.size)
+
+    def end_of_epoch(self, epoch: int) -> None:
+        if self.sync_type == "avg" and self.iteration % self.options["avg_freq"]:
+            self.average_params()  # validate (and finish) on the common model
+
+    def summary(self) -> dict:
+        return {"sync_type": self.options["sync_type"]}
 
     def _check_update_vector(self, vector) -> None:
         name = type(self.model).__name__
@@ -115,36 +122,3 @@ class BSPWorker:
                 f"ModelClass {name!r}: with BSP_SYNC_TYPE=cdd, train_iter must return the update vector as a "
                 f"contiguous 1-D {self.fused.dtype} array of {self.fused.size} elements; got {got}"
             )
-
-    # -- the session -----------------------------------------------------------------
-    def run(self) -> None:
-        from theanompi import training
-
-        step = {"cdd": self.step_cdd, "avg": self.step_avg, "local": self.step_local}[self.sync_type]
-        progress = training.Progress(self.n_epochs)
-        rank0 = self.comm.rank == 0
-        for epoch in range(self.n_epochs):
-            self.model.adjust_hyperp(epoch)
-            for count in range(self.model.data.n_batch_train):
-                step(count)
-                self.recorder.end_iteration()
-                self.iteration += 1
-            if self.sync_type == "avg" and self.iteration % self.options["avg_freq"]:
-                self.average_params()  # validate (and finish) on the common model
-            metrics = training.train_metrics(self.recorder, self.comm)
-            metrics.update(training.validate(self.model, self.recorder, self.comm))
-            if rank0:
-                metrics.update(progress.epoch_done(epoch, metrics))
-            self.recorder.end_epoch(epoch, metrics)
-        if rank0:
-            last = self.recorder.epochs[-1]
-            path = training.save_final_params(self.model.params, self.ctx.spec.run_dir)
-            self.recorder.write_summary({
-                "rule": "BSP", "sync_type": self.options["sync_type"], "workers": self.comm.size,
-                "epochs": self.n_epochs, "iterations": self.iteration,
-                "final_val_accuracy": last["val_accuracy"], "final_val_loss": last["val_loss"],
-                "final_params": str(path), "wall_s": last.get("elapsed_s"),
-            })
-            log.info("final validation accuracy: %.2f%%", 100 * last["val_accuracy"])
-        self.recorder.close()
-        self.model.cleanup()
