@@ -15,7 +15,7 @@ INSTALL_REQUIRES = [
 ]
 
 EXTRAS = {
-    "test": ["pytest>=9.2", "pytest-timeout>=2.4"],
+    "test": ["pytest>=9.2", "pytest-timeout>=2.4", "torch==2.13.0"],
     # torch 2.13.0 is the CPU build available offline on the dev machines; a looser
     # range would pull the registry's newest CUDA build (several GB).
     "bench": ["torch==2.13.0"],

@@ -200,10 +200,12 @@ def main(argv=None) -> int:
         "ours_nogc": "theanompi, cvm_nogc",
         "torch": f"torch {torch.__version__}",
     }
+    load_before = os.getloadavg()
     times = time_interleaved(
         {"ours": (ours, (x, y)), "ours_nogc": (ours_nogc, (x, y)), "torch": (theirs, (xt, yt))},
         args.warmup, args.rounds, args.block,
     )
+    load_after = os.getloadavg()
     med = {name: statistics.median(t) for name, t in times.items()}
     ratio = {name: med[name] / med["torch"] for name in ("ours", "ours_nogc")}
 
@@ -216,6 +218,8 @@ def main(argv=None) -> int:
         print(f"{label:<24}{med[name]:>9.1f}{min(times[name]):>9.1f}{max(times[name]):>9.1f}{vs:>10}")
     print(f"first-step loss: ours {first_loss['ours']:.6f}, torch {first_loss['torch']:.6f}; "
           f"pytensor compile {compile_s:.1f} s")
+    print(f"load average before/after: {load_before[0]:.2f} / {load_after[0]:.2f} "
+          f"({os.cpu_count()} CPUs; other load makes all numbers noisy)")
 
     result = {
         "benchmark": "cnn_step_vs_torch",
@@ -236,7 +240,11 @@ def main(argv=None) -> int:
             "pytensor": pytensor.__version__,
             "torch": torch.__version__,
         },
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "loadavg_1min_before_after": [load_before[0], load_after[0]],
+        },
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=2) + "\n")

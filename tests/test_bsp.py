@@ -131,3 +131,22 @@ def test_from_scratch_example_model_learns(tmp_path):
     proc, _ = run_launcher(f"-cfg={cfg}", "--set", f"RUN_DIR={tmp_path / 'softmax'}", cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert summary(tmp_path / "softmax")["final_val_accuracy"] >= 0.90
+
+
+def test_killed_launcher_takes_its_ranks_along(tmp_path):
+    cfg = write_cfg(tmp_path / "s.cfg", MODELFILE=str(ASSETS / "contract_models.py"), MODELCLASS="Sleeper",
+                    N_EPOCHS=50, RUN_DIR="orphans")
+    exe = os.path.join(os.path.dirname(sys.executable), "tmlauncher")
+    proc = subprocess.Popen([exe, f"-cfg={cfg}"], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (tmp_path / "orphans" / "iterations.jsonl").exists():
+        time.sleep(0.5)
+    proc.kill()  # SIGKILL: no handler runs in the launcher
+    proc.wait()
+    for _ in range(40):
+        left = subprocess.run(["pgrep", "-f", str(tmp_path / "orphans")], capture_output=True, text=True).stdout
+        if not left.strip():
+            break
+        time.sleep(0.5)
+    assert left.strip() == "", f"orphan ranks: {left}"

@@ -41,7 +41,7 @@ def test_bad_lines(text, fragment):
     ("BSP_AVG_FREQ=0\n", "BSP_AVG_FREQ='0' is not allowed; use an integer >= 1"),
     ("N_EPOCHS=two\n", "N_EPOCHS='two'"),
     ("BIND=everywhere\n", "BIND='everywhere'"),
-    ("EASGD_ALPHA=0.5\n", "unknown key EASGD_ALPHA"),
+    ("EASGD_ALPHA=0.5\n", "key EASGD_ALPHA belongs to RULE=EASGD, but RULE=BSP"),
 ])
 def test_bad_values(extra, fragment):
     with pytest.raises(ConfigError, match=fragment):

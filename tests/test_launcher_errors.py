@@ -24,7 +24,7 @@ CASES = {
     "contract member": ({"MODELFILE": CONTRACT, "MODELCLASS": "NoValIter"}, "ModelClass 'NoValIter' lacks method 'val_iter'"),
     "unknown model option": ({"MODEL_DROPOUT": "0.5"}, "unknown model option 'dropout'"),
     "bad model option": ({"MODEL_BATCH_SIZE": "0"}, "model option batch_size=0 is not allowed"),
-    "other rule's key": ({"EASGD_ALPHA": "0.5"}, "unknown key EASGD_ALPHA"),
+    "other rule's key": ({"EASGD_ALPHA": "0.5"}, "key EASGD_ALPHA belongs to RULE=EASGD, but RULE=BSP"),
 }
 
 

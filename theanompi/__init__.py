@@ -7,7 +7,7 @@
 0
 """
 
-from theanompi.rules import BSP
+from theanompi.rules import ASGD, BSP, EASGD, GOSGD
 
 __version__ = "0.1.0"
-__all__ = ["BSP"]
+__all__ = ["ASGD", "BSP", "EASGD", "GOSGD"]

@@ -111,6 +111,17 @@ def mpiexec_env() -> dict[str, str]:
     return env
 
 
+def _terminate_with_parent() -> None:
+    """In the mpiexec child: get SIGTERM when the launcher dies, even by SIGKILL (Linux)."""
+    try:
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: Ctrl-C/SIGTERM handling still applies
+        pass
+
+
 def rank_failures(run_dir: Path) -> list[str]:
     """Messages ranks left in ``RUN_DIR/ranks/*.failed`` (in rank order)."""
     status = Path(run_dir) / STATUS_DIR
@@ -132,7 +143,7 @@ class Session:
         self._stderr_tail: deque[str] = deque(maxlen=200)
         self.proc = subprocess.Popen(argv, env=mpiexec_env(), stdin=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True, errors="replace",
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=_terminate_with_parent)
         self._pump = threading.Thread(target=self._pump_stderr, daemon=True)
         self._pump.start()
 

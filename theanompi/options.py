@@ -58,6 +58,35 @@ def non_negative_float(value: Any) -> float:
     return number
 
 
+def boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise InvalidValue("use true or false")
+
+
+def positive_float(value: Any) -> float:
+    number = non_negative_float(value) if not isinstance(value, bool) else -1.0
+    if not number > 0:
+        raise InvalidValue("use a finite number > 0")
+    return number
+
+
+def unit_interval(value: Any) -> float:
+    """A number in [0, 1)."""
+    try:
+        number = non_negative_float(value)
+    except InvalidValue:
+        number = -1.0
+    if not 0.0 <= number < 1.0:
+        raise InvalidValue("use a number in [0, 1)")
+    return number
+
+
 def choice(*allowed: str) -> Callable[[Any], str]:
     """Parser accepting one of ``allowed`` (case-insensitive), returning the canonical spelling."""
 

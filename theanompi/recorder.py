@@ -34,6 +34,7 @@ class Recorder:
         self._stack: list[list[float]] = []  # [start, time of nested timers]
         self._iter = {k: 0.0 for k in TIMERS}
         self._epoch_times = {k: 0.0 for k in TIMERS}
+        self.totals = {k: 0.0 for k in TIMERS}  # whole-session seconds per timer
         self._train = [0.0, 0.0, 0]  # loss*n, error*n, n
         self._val = [0.0, 0.0, 0]
         self.iteration = 0
@@ -69,6 +70,10 @@ class Recorder:
         ep["calc"] += calc
         ep["comm"] += comm
         ep["wait"] += wait
+        tot = self.totals
+        tot["calc"] += calc
+        tot["comm"] += comm
+        tot["wait"] += wait
         it["calc"] = it["comm"] = it["wait"] = 0.0
         row = (self.iteration, calc, comm, wait)
         self.iteration += 1

@@ -178,8 +178,12 @@ class WorkerLoop:
         """After the last epoch (or a stop), before the final model is saved."""
 
     def summary(self) -> dict[str, Any]:
-        """Rule-specific entries of ``summary.json``."""
+        """Rule-specific entries of ``summary.json`` (called on worker 0 only)."""
         return {}
+
+    def worker_record(self) -> dict[str, Any]:
+        """This worker's entry of ``summary.json``'s ``per_worker`` list; rules add their counters."""
+        return {"iterations": self.iteration, **{f"{k}_s": round(v, 6) for k, v in self.recorder.totals.items()}}
 
     # the session -----------------------------------------------------------------------
     def train_epoch(self, epoch: int) -> bool:
@@ -208,6 +212,7 @@ class WorkerLoop:
             if not completed:
                 break
         self.finish()
+        per_worker = self.comm.gather(self.worker_record(), root=0)
         if rank0:
             last = self.recorder.epochs[-1]
             path = save_final_params(self.model.params, self.ctx.spec.run_dir)
@@ -215,7 +220,7 @@ class WorkerLoop:
                 "rule": self.rule_name, "workers": self.comm.size, "epochs": len(self.recorder.epochs),
                 "iterations": self.iteration, "final_val_accuracy": last["val_accuracy"],
                 "final_val_loss": last["val_loss"], "final_params": str(path), "wall_s": last.get("elapsed_s"),
-                **self.summary(),
+                **self.summary(), "per_worker": per_worker,
             })
             log.info("final validation accuracy: %.2f%%", 100 * last["val_accuracy"])
         self.recorder.close()

@@ -1,5 +1,6 @@
 """Under mpiexec: the fused-buffer exchanger against numpy sums, odd sizes, several dtypes."""
 
+import _abort_on_error  # noqa: F401
 import numpy as np
 from mpi4py import MPI
 

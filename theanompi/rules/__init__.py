@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from theanompi.errors import ConfigError
+from theanompi.rules.asgd import ASGD
 from theanompi.rules.base import Rule
 from theanompi.rules.bsp import BSP
+from theanompi.rules.easgd import EASGD
+from theanompi.rules.gosgd import GOSGD
 
-RULES: dict[str, type[Rule]] = {"BSP": BSP}
+RULES: dict[str, type[Rule]] = {"BSP": BSP, "EASGD": EASGD, "GOSGD": GOSGD, "ASGD": ASGD}
 
 
 def get_rule(name: str) -> type[Rule]:
@@ -17,4 +20,4 @@ def get_rule(name: str) -> type[Rule]:
     raise ConfigError(f"RULE={name!r} is not allowed; use one of: {', '.join(RULES)}")
 
 
-__all__ = ["BSP", "RULES", "Rule", "get_rule"]
+__all__ = ["ASGD", "BSP", "EASGD", "GOSGD", "RULES", "Rule", "get_rule"]

@@ -1,10 +1,16 @@
-"""C++ support code for the Conv2d ops: im2col/col2im + per-image BLAS GEMM.
+"""C++ support code for the Conv2d ops: im2col/col2im + BLAS GEMM on image chunks.
 
-All three kernels work on chunks of a few images (``TMPI_COLS_BUDGET`` bytes of
-column buffer: ``C*kh*kw`` rows of ``nb*Ho*Wo`` values), so each GEMM is wide
-while its column buffer stays in cache between being written and being read;
-nothing of size ``N*C*kh*kw*Ho*Wo`` is ever materialised. The forward pass
-adds the optional bias while copying the GEMM result into NCHW order.
+All three kernels work on chunks of ``nb`` images (about ``TMPI_COLS_BUDGET``
+bytes of column buffer: ``C*kh*kw`` rows of ``nb*Ho*Wo`` values, at least one
+image), so each GEMM is wide while its column buffer stays in cache between
+being written and being read; nothing of size ``N*C*kh*kw*Ho*Wo`` is ever
+materialised. Each image is first copied into a zero-bordered scratch image,
+so im2col/col2im are branch-free strided copies/adds. The forward pass adds
+the optional bias while copying the GEMM result into NCHW order; the
+gradients gather the matching rows of ``gy`` into one GEMM operand.
+
+Memory: one image's column buffer is ``C*kh*kw*Ho*Wo`` values, which is large
+for big images with many channels (no tiling over output rows is done).
 
 Row-major GEMMs are issued through the Fortran interface by swapping the
 operands (``C^T = B^T A^T``), so no transposed copies are made.
@@ -21,7 +27,7 @@ from __future__ import annotations
 import hashlib
 
 #: Bump when the C text below changes (part of pytensor's compile-cache key).
-C_CODE_VERSION = 5
+C_CODE_VERSION = 6
 
 _KERNELS = r"""
 #include <string.h>
@@ -42,18 +48,6 @@ static inline void tmpi_gemm(char ta, char tb, int m, int n, int k, double alpha
     dgemm_(&tb, &ta, &n, &m, &k, &alpha, b, &ldb, a, &lda, &beta, c, &ldc);
 }
 
-/* Output columns [lo, hi) whose input column ow*s + off lies in [0, W). */
-static inline void tmpi_valid_range(int W, int off, int s, int Wo, int* lo, int* hi)
-{
-    int l = off >= 0 ? 0 : (-off + s - 1) / s;
-    int h = (W - off) > 0 ? (W - off + s - 1) / s : 0;
-    if (l > Wo) l = Wo;
-    if (h > Wo) h = Wo;
-    if (h < l) h = l;
-    *lo = l;
-    *hi = h;
-}
-
 struct tmpi_geom {
     int N, C, H, W, O, kh, kw, sh, sw, ph, pw, Ho, Wo;
 };
@@ -65,61 +59,82 @@ struct tmpi_geom {
 #define TMPI_COLS_BUDGET (1 << 20)
 #endif
 
-/* cols[(c*kh + i)*kw + j][oh*Wo + ow] = x[c][oh*sh - ph + i][ow*sw - pw + j] (0 outside);
-   cols rows are ld apart (several images share one row, P columns each). */
+/* One zero-bordered image (C x Hp x Wp) so that im2col/col2im need no bounds
+   checks. The border is zeroed once; only the interior changes per image. */
 template <typename T>
-static void tmpi_im2col(const T* x, const tmpi_geom& g, T* cols, size_t ld)
+struct tmpi_padded {
+    T* buf;
+    int Hp, Wp;
+    int init(const tmpi_geom& g)
+    {
+        Hp = g.H + 2 * g.ph;
+        Wp = g.W + 2 * g.pw;
+        buf = (T*)calloc((size_t)g.C * Hp * Wp, sizeof(T));
+        return buf ? 0 : -1;
+    }
+    /* Copy image x (C x H x W) into the interior. */
+    void load(const T* __restrict x, const tmpi_geom& g)
+    {
+        for (int c = 0; c < g.C; ++c)
+            for (int h = 0; h < g.H; ++h)
+                memcpy(buf + ((size_t)c * Hp + h + g.ph) * Wp + g.pw,
+                       x + ((size_t)c * g.H + h) * g.W, sizeof(T) * g.W);
+    }
+    /* Copy the interior out to dx (C x H x W), dropping the border. */
+    void store(T* __restrict dx, const tmpi_geom& g) const
+    {
+        for (int c = 0; c < g.C; ++c)
+            for (int h = 0; h < g.H; ++h)
+                memcpy(dx + ((size_t)c * g.H + h) * g.W,
+                       buf + ((size_t)c * Hp + h + g.ph) * Wp + g.pw, sizeof(T) * g.W);
+    }
+};
+
+/* cols[(c*kh + i)*kw + j][oh*Wo + ow] = xp[c][oh*sh + i][ow*sw + j] for a padded
+   image xp (Hp x Wp planes); cols rows are ld apart (several images share one
+   row, P columns each). Rows are short (Wo values): plain loops the compiler
+   vectorises beat a memcpy call per row, so keep GCC from turning them into one. */
+template <typename T>
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+static void tmpi_im2col(const T* __restrict xp, int Hp, int Wp, const tmpi_geom& g,
+                        T* __restrict cols, size_t ld)
 {
     for (int c = 0; c < g.C; ++c) {
-        const T* xc = x + (size_t)c * g.H * g.W;
         for (int i = 0; i < g.kh; ++i) {
             for (int j = 0; j < g.kw; ++j) {
                 T* row = cols + ((size_t)(c * g.kh + i) * g.kw + j) * ld;
-                const int off = j - g.pw;
-                int lo, hi;
-                tmpi_valid_range(g.W, off, g.sw, g.Wo, &lo, &hi);
+                const T* src = xp + ((size_t)c * Hp + i) * Wp + j;
                 for (int oh = 0; oh < g.Ho; ++oh) {
-                    T* dst = row + (size_t)oh * g.Wo;
-                    const int ih = oh * g.sh - g.ph + i;
-                    if (ih < 0 || ih >= g.H) {
-                        memset(dst, 0, sizeof(T) * g.Wo);
-                        continue;
-                    }
-                    const T* src = xc + (size_t)ih * g.W;
-                    for (int ow = 0; ow < lo; ++ow) dst[ow] = 0;
+                    const T* s = src + (size_t)oh * g.sh * Wp;
+                    T* d = row + (size_t)oh * g.Wo;
                     if (g.sw == 1) {
-                        if (hi > lo) memcpy(dst + lo, src + lo + off, sizeof(T) * (hi - lo));
+                        for (int ow = 0; ow < g.Wo; ++ow) d[ow] = s[ow];
                     } else {
-                        for (int ow = lo; ow < hi; ++ow) dst[ow] = src[ow * g.sw + off];
+                        for (int ow = 0; ow < g.Wo; ++ow) d[ow] = s[ow * g.sw];
                     }
-                    for (int ow = hi; ow < g.Wo; ++ow) dst[ow] = 0;
                 }
             }
         }
     }
 }
 
-/* dx[c][oh*sh - ph + i][ow*sw - pw + j] += cols[(c*kh + i)*kw + j][oh*Wo + ow]. */
+/* dxp[c][oh*sh + i][ow*sw + j] += cols[(c*kh + i)*kw + j][oh*Wo + ow] (padded image). */
 template <typename T>
-static void tmpi_col2im(const T* cols, size_t ld, const tmpi_geom& g, T* dx)
+static void tmpi_col2im(const T* __restrict cols, size_t ld, const tmpi_geom& g,
+                        T* __restrict dxp, int Hp, int Wp)
 {
     for (int c = 0; c < g.C; ++c) {
-        T* dxc = dx + (size_t)c * g.H * g.W;
         for (int i = 0; i < g.kh; ++i) {
             for (int j = 0; j < g.kw; ++j) {
                 const T* row = cols + ((size_t)(c * g.kh + i) * g.kw + j) * ld;
-                const int off = j - g.pw;
-                int lo, hi;
-                tmpi_valid_range(g.W, off, g.sw, g.Wo, &lo, &hi);
+                T* dst = dxp + ((size_t)c * Hp + i) * Wp + j;
                 for (int oh = 0; oh < g.Ho; ++oh) {
-                    const int ih = oh * g.sh - g.ph + i;
-                    if (ih < 0 || ih >= g.H) continue;
-                    const T* src = row + (size_t)oh * g.Wo;
-                    T* dst = dxc + (size_t)ih * g.W + off;
+                    const T* s = row + (size_t)oh * g.Wo;
+                    T* d = dst + (size_t)oh * g.sh * Wp;
                     if (g.sw == 1) {
-                        for (int ow = lo; ow < hi; ++ow) dst[ow] += src[ow];
+                        for (int ow = 0; ow < g.Wo; ++ow) d[ow] += s[ow];
                     } else {
-                        for (int ow = lo; ow < hi; ++ow) dst[ow * g.sw] += src[ow];
+                        for (int ow = 0; ow < g.Wo; ++ow) d[ow * g.sw] += s[ow];
                     }
                 }
             }
@@ -167,16 +182,19 @@ static int tmpi_forward_impl(const T* x, const T* w, const T* bias, T* out, cons
     const int pointwise = tmpi_is_pointwise(g), nb = tmpi_chunk(g, sizeof(T));
     T* cols = pointwise ? NULL : (T*)malloc(sizeof(T) * (size_t)K * nb * P);
     T* res = nb > 1 ? (T*)malloc(sizeof(T) * (size_t)g.O * nb * P) : NULL;
-    if ((!pointwise && !cols) || (nb > 1 && !res)) {
-        free(cols); free(res); PyErr_NoMemory(); return -1;
+    tmpi_padded<T> xp = {NULL, 0, 0};
+    if ((!pointwise && (!cols || xp.init(g) != 0)) || (nb > 1 && !res)) {
+        free(cols); free(res); free(xp.buf); PyErr_NoMemory(); return -1;
     }
     for (int n0 = 0; n0 < g.N; n0 += nb) {
         const int m = g.N - n0 < nb ? g.N - n0 : nb;
         const size_t ld = (size_t)m * P;
         const T* b = x + (size_t)n0 * g.C * g.H * g.W;
         if (!pointwise) {
-            for (int i = 0; i < m; ++i)
-                tmpi_im2col(x + (size_t)(n0 + i) * g.C * g.H * g.W, g, cols + i * P, ld);
+            for (int i = 0; i < m; ++i) {
+                xp.load(x + (size_t)(n0 + i) * g.C * g.H * g.W, g);
+                tmpi_im2col(xp.buf, xp.Hp, xp.Wp, g, cols + i * P, ld);
+            }
             b = cols;
         }
         T* c = nb > 1 ? res : out + (size_t)n0 * g.O * P;
@@ -196,6 +214,7 @@ static int tmpi_forward_impl(const T* x, const T* w, const T* bias, T* out, cons
     }
     free(cols);
     free(res);
+    free(xp.buf);
     return 0;
 }
 
@@ -210,16 +229,19 @@ static int tmpi_grad_weights_impl(const T* x, const T* gy, T* dw, const tmpi_geo
     const int pointwise = tmpi_is_pointwise(g), nb = tmpi_chunk(g, sizeof(T));
     T* cols = pointwise ? NULL : (T*)malloc(sizeof(T) * (size_t)K * nb * P);
     T* gyc = nb > 1 ? (T*)malloc(sizeof(T) * (size_t)g.O * nb * P) : NULL;
-    if ((!pointwise && !cols) || (nb > 1 && !gyc)) {
-        free(cols); free(gyc); PyErr_NoMemory(); return -1;
+    tmpi_padded<T> xp = {NULL, 0, 0};
+    if ((!pointwise && (!cols || xp.init(g) != 0)) || (nb > 1 && !gyc)) {
+        free(cols); free(gyc); free(xp.buf); PyErr_NoMemory(); return -1;
     }
     for (int n0 = 0; n0 < g.N; n0 += nb) {
         const int m = g.N - n0 < nb ? g.N - n0 : nb;
         const size_t ld = (size_t)m * P;
         const T* b = x + (size_t)n0 * g.C * g.H * g.W;
         if (!pointwise) {
-            for (int i = 0; i < m; ++i)
-                tmpi_im2col(x + (size_t)(n0 + i) * g.C * g.H * g.W, g, cols + i * P, ld);
+            for (int i = 0; i < m; ++i) {
+                xp.load(x + (size_t)(n0 + i) * g.C * g.H * g.W, g);
+                tmpi_im2col(xp.buf, xp.Hp, xp.Wp, g, cols + i * P, ld);
+            }
             b = cols;
         }
         const T* a = gy + (size_t)n0 * g.O * P;
@@ -229,6 +251,7 @@ static int tmpi_grad_weights_impl(const T* x, const T* gy, T* dw, const tmpi_geo
     }
     free(cols);
     free(gyc);
+    free(xp.buf);
     return 0;
 }
 
@@ -239,28 +262,32 @@ static int tmpi_grad_inputs_impl(const T* w, const T* gy, T* dx, const tmpi_geom
     const size_t P = (size_t)g.Ho * g.Wo;
     const size_t dx_size = (size_t)g.N * g.C * g.H * g.W;
     if (dx_size == 0) return 0;
-    memset(dx, 0, sizeof(T) * dx_size);
-    if (g.O == 0 || P == 0) return 0;
+    if (g.O == 0 || P == 0) { memset(dx, 0, sizeof(T) * dx_size); return 0; }
     const int pointwise = tmpi_is_pointwise(g), nb = tmpi_chunk(g, sizeof(T));
     T* cols = pointwise ? NULL : (T*)malloc(sizeof(T) * (size_t)K * nb * P);
     T* gyc = nb > 1 ? (T*)malloc(sizeof(T) * (size_t)g.O * nb * P) : NULL;
-    if ((!pointwise && !cols) || (nb > 1 && !gyc)) {
-        free(cols); free(gyc); PyErr_NoMemory(); return -1;
+    tmpi_padded<T> dxp = {NULL, 0, 0};
+    if ((!pointwise && (!cols || dxp.init(g) != 0)) || (nb > 1 && !gyc)) {
+        free(cols); free(gyc); free(dxp.buf); PyErr_NoMemory(); return -1;
     }
+    const size_t plane = (size_t)g.C * (pointwise ? 0 : dxp.Hp * dxp.Wp);
     for (int n0 = 0; n0 < g.N; n0 += nb) {
         const int m = g.N - n0 < nb ? g.N - n0 : nb;
         const size_t ld = (size_t)m * P;
         const T* a = gy + (size_t)n0 * g.O * P;
         if (nb > 1) { tmpi_gather_gy(gy, g, n0, m, gyc); a = gyc; }
-        T* dxn = dx + (size_t)n0 * g.C * g.H * g.W;
-        T* c = pointwise ? dxn : cols;
+        T* c = pointwise ? dx + (size_t)n0 * g.C * g.H * g.W : cols;
         tmpi_gemm('T', 'N', K, (int)ld, g.O, (T)1, w, K, a, (int)ld, (T)0, c, (int)ld);
-        if (!pointwise)
-            for (int i = 0; i < m; ++i)
-                tmpi_col2im(cols + i * P, ld, g, dx + (size_t)(n0 + i) * g.C * g.H * g.W);
+        if (pointwise) continue;
+        for (int i = 0; i < m; ++i) {
+            memset(dxp.buf, 0, sizeof(T) * plane);
+            tmpi_col2im(cols + i * P, ld, g, dxp.buf, dxp.Hp, dxp.Wp);
+            dxp.store(dx + (size_t)(n0 + i) * g.C * g.H * g.W, g);
+        }
     }
     free(cols);
     free(gyc);
+    free(dxp.buf);
     return 0;
 }
 

@@ -4,14 +4,16 @@
 
     y[n, o, i, j] = sum_{c, a, b} W[o, c, a, b] * xpad[n, c, i*sh + a, j*sw + b]
 
-with zero padding. Three Ops implement it: :class:`Conv2d` (forward),
-:class:`Conv2dGradInputs` and :class:`Conv2dGradWeights` (its gradients,
-wired in through ``pullback`` so ``pytensor.grad`` works; the gradient Ops
-are differentiable again because all three are bilinear).
+with zero padding and an optional per-channel bias. :class:`Conv2d` is the
+forward Op; :class:`Conv2dGradInputs`, :class:`Conv2dGradWeights` and
+:class:`Conv2dGradBias` are its gradients, wired in through ``pullback``
+(pytensor 3's name for ``Op.grad``; ``grad`` is kept as an alias) so
+``pytensor.grad`` works. The gradient Ops are differentiable again because
+convolution is bilinear.
 
-Each Op has a C implementation (im2col + one BLAS GEMM per image, column
-buffer kept in cache, see :mod:`._conv_c`) and a NumPy ``perform`` fallback
-used when pytensor has no BLAS flags or runs with the Python linker.
+Each Op has a C implementation (im2col + BLAS GEMM on chunks of images whose
+column buffer stays in cache, see :mod:`._conv_c`) and a NumPy ``perform``
+fallback, used when pytensor has no BLAS flags or runs the Python linker.
 
 Example
 -------
@@ -228,7 +230,7 @@ class _ConvOpBase(BlasCFlagsMixin, COp):
 
 
 class Conv2d(_ConvOpBase):
-    """Forward op: ``Conv2d(stride, pad)(x, W)`` -> NCHW output.
+    """Forward op: ``Conv2d(stride, pad)(x, W[, b])`` -> NCHW output.
 
     Example
     -------

@@ -1,0 +1,92 @@
+"""ASGD (parameter-server rule) under a real mpiexec."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ASSETS, run_launcher, run_mpi, write_cfg
+
+MODELS = str(ASSETS / "asgd_models.py")
+
+
+def summary(run_dir):
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def asgd_cfg(path, **keys):
+    return write_cfg(path, RULE="ASGD", **keys)
+
+
+def test_async_add_learns_digits(tmp_path):
+    cfg = asgd_cfg(tmp_path / "s.cfg", N_EPOCHS=8, RUN_DIR="run")
+    proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = summary(tmp_path / "run")
+    assert result["final_val_accuracy"] >= 0.90
+    assert [w["iterations"] for w in result["per_worker"]] == [8 * 24, 8 * 24]
+    assert all(w["exchanges"] == 8 * 24 for w in result["per_worker"])
+    assert set(result["staleness"]) == {"rank 0", "rank 1"}
+
+
+def test_sync_momentum_updater_two_servers_via_python(tmp_path):
+    script = tmp_path / "launch.py"
+    script.write_text(
+        "import sys\n"
+        "from theanompi import ASGD\n"
+        "rule = ASGD()\n"
+        "rule.init(devices=['cpu0', 'cpu1'], modelfile='theanompi.models.mlp', modelclass='MLP', n_epochs=6,\n"
+        "          sync=True, n_servers=2, updater='momentum', server_lr=0.05, push_freq=2, run_dir='run')\n"
+        "sys.exit(rule.wait())\n"
+    )
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    result = summary(tmp_path / "run")
+    assert result["final_val_accuracy"] >= 0.90
+    assert result["servers"] == 2 and result["sync"] is True
+    assert all(w["exchanges"] == 6 * 12 for w in result["per_worker"])
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_protocol_stress_with_random_delays(mode):
+    proc = run_mpi("stress_ps.py", 4, "30", mode, timeout=180)
+    assert f"stress ok: 30 repetitions ({mode})" in proc.stdout
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_rule_with_random_delays_terminates_with_right_count(tmp_path, seed):
+    cfg = asgd_cfg(tmp_path / "s.cfg", MODELFILE=MODELS, MODELCLASS="RandomDelays", DEVICES="cpu0,cpu1,cpu2",
+                   N_EPOCHS=1, SEED=seed, ASGD_UPDATER="sgd", ASGD_LR=0.1, RUN_DIR="run")
+    proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = summary(tmp_path / "run")
+    assert [w["iterations"] for w in result["per_worker"]] == [16, 16, 16]
+
+
+def test_shorter_shard_finishes_without_blocking_async(tmp_path):
+    cfg = asgd_cfg(tmp_path / "s.cfg", MODELFILE=MODELS, MODELCLASS="ShortShard", N_EPOCHS=3, RUN_DIR="run")
+    proc, seconds = run_launcher(f"-cfg={cfg}", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert [w["iterations"] for w in summary(tmp_path / "run")["per_worker"]] == [72, 42]
+
+
+def test_shorter_shard_in_sync_mode_is_an_error_not_a_hang(tmp_path):
+    cfg = asgd_cfg(tmp_path / "s.cfg", MODELFILE=MODELS, MODELCLASS="ShortShard", N_EPOCHS=2, ASGD_SYNC="true")
+    proc, seconds = run_launcher(f"-cfg={cfg}", cwd=tmp_path, timeout=120)
+    assert proc.returncode != 0
+    assert "workers disagree on n_batch_train: rank 0 has 24, rank 1 has 14" in proc.stderr.strip().splitlines()[-1]
+    assert seconds < 60
+
+
+@pytest.mark.parametrize("key, value, fragment", [
+    ("ASGD_UPDATER", "nesterov", "ASGD_UPDATER='nesterov' is not allowed; use one of: add, sgd, momentum, adagrad"),
+    ("ASGD_SERVERS", "0", "ASGD_SERVERS='0' is not allowed"),
+    ("ASGD_SYNC", "perhaps", "ASGD_SYNC='perhaps' is not allowed; use true or false"),
+    ("ASGD_MOMENTUM", "1", "ASGD_MOMENTUM='1' is not allowed; use a number in [0, 1)"),
+])
+def test_bad_options(tmp_path, key, value, fragment):
+    cfg = asgd_cfg(tmp_path / "s.cfg", **{key: value})
+    proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert fragment in proc.stderr

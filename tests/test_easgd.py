@@ -1,0 +1,166 @@
+"""EASGD: launch plan and options, learning under a real mpiexec, exact step counts, protocol stress."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ASSETS, run_launcher, run_mpi, write_cfg
+from theanompi.devices import parse_devices
+from theanompi.errors import ConfigError
+from theanompi.rules.easgd import EASGD, grant_steps
+from theanompi.training import load_final_params
+
+EASGD_MODELS = str(ASSETS / "easgd_models.py")
+N_TRAIN = 1500  # digits training samples
+
+
+def summary(run_dir):
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def worker_summaries(run_dir, n):
+    return [json.loads((run_dir / "workers" / f"worker-{k}" / "summary.json").read_text()) for k in range(n)]
+
+
+def shard_batches(n_workers, batch_size):
+    return math.ceil(N_TRAIN / (n_workers * batch_size))
+
+
+def check_counts(run_dir, n_workers, n_epochs, batches):
+    """The server's total is exactly n_epochs global epochs and agrees with every worker's own records."""
+    result = summary(run_dir)
+    workers = worker_summaries(run_dir, n_workers)
+    assert result["shard_batches"] == batches == [w["n_batch_train"] for w in workers]
+    assert result["global_epoch_iterations"] == sum(batches)
+    assert result["iterations"] == n_epochs * sum(batches)
+    assert sum(w["iterations"] for w in workers) == result["iterations"]
+    assert result["exchanges"] == [w["exchanges"] for w in workers]
+    assert [p["iterations"] for p in result["per_worker"]] == [w["iterations"] for w in workers]
+    assert len(result["mean_wait_s"]) == n_workers
+    assert len((run_dir / "epochs.jsonl").read_text().splitlines()) == n_epochs
+    return result, workers
+
+
+# ----- launch side (no ranks) ---------------------------------------------------------------
+def test_launch_plan_puts_the_server_first_on_the_first_devices_host():
+    ranks = EASGD.launch_ranks(parse_devices("cpu0,cpu1"), {})
+    assert [(r.role, str(r.device)) for r in ranks] == [("server", "cpu0"), ("worker", "cpu0"), ("worker", "cpu1")]
+    remote = EASGD.launch_ranks(parse_devices("node1:cpu2,cpu3;node2:cpu0"), {})
+    assert [(r.role, str(r.device)) for r in remote] == [
+        ("server", "node1:cpu0"), ("worker", "node1:cpu2"), ("worker", "node1:cpu3"), ("worker", "node2:cpu0")]
+
+
+def test_plan_session_defaults_and_registration(tmp_path):
+    import theanompi
+    from theanompi.rules import get_rule
+
+    assert theanompi.EASGD is EASGD and get_rule("easgd") is EASGD
+    spec, ranks = EASGD.plan_session(["cpu0", "cpu1", "cpu2"], "theanompi.models.mlp", "MLP", cwd=str(tmp_path))
+    assert len(ranks) == 4 and [r["role"] for r in spec.ranks] == ["server", "worker", "worker", "worker"]
+    assert spec.options["alpha"] == 0.5 and spec.options["tau"] == 4
+    spec, _ = EASGD.plan_session("cpu0", "theanompi.models.mlp", "MLP", cwd=str(tmp_path), alpha="1", tau="7")
+    assert spec.options["alpha"] == 1.0 and spec.options["tau"] == 7
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"alpha": 0}, "EASGD_ALPHA=0 is not allowed; use a number in (0, 1]"),
+    ({"alpha": 1.5}, "EASGD_ALPHA=1.5 is not allowed; use a number in (0, 1]"),
+    ({"alpha": "half"}, "EASGD_ALPHA='half' is not allowed"),
+    ({"tau": 0}, "EASGD_TAU=0 is not allowed; use an integer >= 1"),
+    ({"avg_freq": 2}, "EASGD: unknown option 'avg_freq'"),
+])
+def test_bad_options_via_init_raise_config_error(tmp_path, options, message):
+    rule = EASGD()
+    with pytest.raises(ConfigError) as err:
+        rule.init(devices=["cpu0", "cpu1"], modelfile="theanompi.models.mlp", modelclass="MLP",
+                  run_dir=str(tmp_path / "never"), **options)
+    assert message in str(err.value)
+    assert rule.session is None and not (tmp_path / "never").exists()
+
+
+@pytest.mark.parametrize("key, value, fragment", [
+    ("EASGD_ALPHA", "0", "EASGD_ALPHA='0' is not allowed; use a number in (0, 1]"),
+    ("EASGD_TAU", "0", "EASGD_TAU='0' is not allowed; use an integer >= 1"),
+])
+def test_bad_option_values_end_tmlauncher_with_one_line(tmp_path, key, value, fragment):
+    cfg = write_cfg(tmp_path / "s.cfg", RULE="EASGD", **{key: value})
+    proc, seconds = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tmlauncher: error: ") and fragment in lines[0], proc.stderr
+    assert seconds < 10 and not (tmp_path / "runs").exists()
+
+
+def test_grants_add_up_to_the_target_with_a_partial_last_block():
+    assigned, grants = 0, []
+    while (g := grant_steps(4, 10, assigned)):
+        grants.append(g)
+        assigned += g
+    assert grants == [4, 4, 2] and grant_steps(4, 10, assigned) == 0
+
+
+# ----- sessions under mpiexec ---------------------------------------------------------------
+def test_two_workers_learn_digits_via_tmlauncher(tmp_path):
+    cfg = write_cfg(tmp_path / "s.cfg", RULE="EASGD", N_EPOCHS=8, MODEL_BATCH_SIZE=32, RUN_DIR="easgd")
+    proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "starting 3 ranks" in proc.stdout
+    epochs = [line for line in proc.stdout.splitlines() if line.startswith("[rank 0] epoch ")]
+    assert len(epochs) == 8 and "val loss" in epochs[0] and "samples/s" in epochs[0] and "ETA" in epochs[0]
+    assert "final validation accuracy" in proc.stdout
+    run_dir = tmp_path / "easgd"
+    result, workers = check_counts(run_dir, 2, 8, [shard_batches(2, 32)] * 2)
+    assert result["iterations"] == 8 * 48
+    assert result["rule"] == "EASGD" and result["workers"] == 2 and result["alpha"] == 0.5 and result["tau"] == 4
+    assert result["final_val_accuracy"] >= 0.90
+    assert all(w["exchanges"] >= 1 and w["mean_wait_s"] > 0 for w in workers)
+    assert all(m is None or m > 0 for m in result["mean_wait_s"])
+    assert len(load_final_params(run_dir)) == 4  # W0, b0, W1, b1 of the centre
+    assert sorted(p.name for p in (run_dir / "ranks").iterdir()) == ["rank-0.done", "rank-1.done", "rank-2.done"]
+
+
+def test_session_learns_via_rule_init_and_wait(tmp_path):
+    script = tmp_path / "launch_easgd.py"
+    script.write_text(
+        "import sys\n"
+        "from theanompi import EASGD\n"
+        "rule = EASGD()\n"
+        "rule.init(devices=['cpu0', 'cpu1'], modelfile='theanompi.models.mlp', modelclass='MLP',\n"
+        "          alpha=0.3, tau=7, n_epochs=6, run_dir='easgd', model_options={'batch_size': 32})\n"
+        "sys.exit(rule.wait())\n"
+    )
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    result, _ = check_counts(tmp_path / "easgd", 2, 6, [24, 24])  # 288 steps = 41 blocks of 7 + 1
+    assert result["alpha"] == 0.3 and result["tau"] == 7
+    assert result["final_val_accuracy"] >= 0.90
+
+
+def test_worker_with_a_shorter_shard_finishes_without_blocking_the_others(tmp_path):
+    cfg = write_cfg(tmp_path / "s.cfg", RULE="EASGD", MODELFILE=EASGD_MODELS, MODELCLASS="ShortShard",
+                    N_EPOCHS=3, EASGD_TAU=5, MODEL_BATCH_SIZE=32, RUN_DIR="short")
+    proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    result, workers = check_counts(tmp_path / "short", 2, 3, [24, 8])  # 96 steps = 19 blocks of 5 + 1
+    assert result["iterations"] == 96
+    # the short worker simply runs more (shorter) shard epochs while the other one keeps training
+    assert workers[1]["shard_epochs"] > workers[0]["shard_epochs"] >= 1
+
+
+@pytest.mark.timeout(200)
+def test_protocol_stress_random_delays_always_terminate_with_the_exact_count():
+    """3 workers + server in one mpiexec job, one EASGD session per round.
+
+    Rounds 1-3: tau=1, every step first sleeps 0-20 ms (seeded per rank and round), so the
+    workers reach the server in an unpredictable order. Round 4: tau=50 > the 74 steps of
+    the session, so worker 2 is told to stop before its first step and never exchanges.
+    """
+    rounds = ["RandomSleeper:1:1"] * 3 + ["ShortShard:1:50"]
+    proc = run_mpi("easgd_stress.py", 4, *rounds, timeout=180)
+    assert "easgd stress ok" in proc.stdout
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("round ")]
+    assert len(lines) == 4
+    assert "(ShortShard:1:50): 74 steps, exchanges [1, 1, 0]" in lines[-1]

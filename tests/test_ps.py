@@ -1,0 +1,11 @@
+"""Parameter server under a real mpiexec: sums, master init, rows, updaters, sync rounds, misuse."""
+
+import pytest
+
+from conftest import run_mpi
+
+
+@pytest.mark.parametrize("mode, servers, ranks", [("async", 1, 3), ("async", 2, 4), ("sync", 1, 4), ("sync", 2, 4)])
+def test_parameter_server(mode, servers, ranks):
+    proc = run_mpi("check_ps.py", ranks, mode, str(servers), timeout=120)
+    assert f"ps ok ({mode}, {servers} servers, {ranks - servers} clients)" in proc.stdout

@@ -1,0 +1,158 @@
+"""ASGD: asynchronous SGD through a parameter server.
+
+Ranks: one worker per device, then ``ASGD_SERVERS`` server ranks (CPU processes on
+the host of the first device); the parameters are one fused table sharded by
+rows over the servers. A session starts N + ASGD_SERVERS ranks.
+
+Workers train locally and every ``ASGD_FREQ`` steps push a delta and pull fresh
+parameters:
+
+* updater ``add``: the model steps with its own optimizer; the delta is the
+  change of its parameters since the last pull (w_server += delta).
+* updaters ``sgd``, ``momentum``, ``adagrad``: the model only computes gradients
+  (the ``cdd`` half-step); the delta is their sum and the *server* steps
+  (learning rate ``ASGD_LR``, momentum ``ASGD_MOMENTUM``; their state persists).
+
+``ASGD_SYNC=true`` makes every worker's i-th pull return identical values; async
+mode applies pushes as they arrive. At every epoch end the workers' last pushes
+are applied and all pull the same parameters, which are validated; the server's
+parameters after the last epoch are the session's final model. Staleness (server
+updates between a worker's pull and its push) is recorded per worker.
+
+Example
+-------
+>>> from theanompi import ASGD
+>>> ASGD().init(devices=["cpu0", "cpu1"], modelfile="theanompi.models.mlp", modelclass="MLP",
+...             updater="momentum", server_lr=0.05).wait()      # doctest: +SKIP
+0
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from theanompi.devices import Device
+from theanompi.mpirun import RankSpec
+from theanompi.options import Option, boolean, choice, positive_float, positive_int, unit_interval
+from theanompi.ps.updaters import UPDATERS
+from theanompi.rules.base import Rule
+from theanompi.training import WorkerLoop
+
+
+class ASGD(Rule):
+    name = "ASGD"
+    rule_options = (
+        Option("sync", "ASGD_SYNC", boolean, False, "true: every worker's i-th pull returns the same values"),
+        Option("n_servers", "ASGD_SERVERS", positive_int, 1, "server ranks; parameters are sharded over them"),
+        Option("push_freq", "ASGD_FREQ", positive_int, 1, "local steps between push/pull exchanges"),
+        Option("updater", "ASGD_UPDATER", choice(*UPDATERS), "add", "how the server applies a pushed delta"),
+        Option("server_lr", "ASGD_LR", positive_float, 0.05, "learning rate of the sgd/momentum/adagrad updaters"),
+        Option("server_momentum", "ASGD_MOMENTUM", unit_interval, 0.9, "momentum of the momentum updater"),
+    )
+
+    @classmethod
+    def launch_ranks(cls, devices, options) -> list[RankSpec]:
+        host = devices[0].host
+        servers = [RankSpec(Device("cpu", i, host), "server") for i in range(options["n_servers"])]
+        return super().launch_ranks(devices, options) + servers
+
+    @classmethod
+    def run_rank(cls, ctx) -> None:
+        role_comm = ctx.role_comm()
+        if ctx.role == "server":
+            from theanompi.ps.server import TableServer
+
+            servers = ctx.ranks_with_role("server")
+            TableServer(ctx.comm, ctx.ranks_with_role("worker"), servers.index(ctx.rank), len(servers),
+                        sync=ctx.spec.options["sync"]).serve()
+        else:
+            ASGDWorker(ctx, role_comm).run()
+
+
+class ASGDWorker(WorkerLoop):
+    """A worker: local steps, push/pull every ``push_freq`` steps, synchronised pulls at epoch ends."""
+
+    rule_name = "ASGD"
+
+    def __init__(self, ctx, comm):
+        from theanompi.ps.client import PSClient
+
+        opts = ctx.spec.options
+        self.sync_type = "local" if opts["updater"] == "add" else "cdd"
+        super().__init__(ctx, comm)
+        if opts["sync"]:
+            # sync pulls pair up across workers: unequal step counts could never complete a round
+            from theanompi.training import check_agreement
+
+            check_agreement(comm, n_batch_train=self.model.data.n_batch_train)
+        self.client = PSClient(ctx.comm, ctx.ranks_with_role("server"))
+        self.table = self.client.create_table(0, num_row=self.fused.size, num_col=1, dtype=self.fused.dtype,
+                                              updater=opts["updater"], lr=opts["server_lr"],
+                                              momentum=opts["server_momentum"])
+        if comm.rank == 0:
+            self.client.set(self.table, self.fused.read())  # master initialisation
+        comm.Barrier()
+        self.accumulated = np.zeros(self.fused.size, self.fused.dtype) if self.sync_type == "cdd" else None
+        self.pending = 0
+        self.exchanges = 0
+        self.pull()
+
+    def pull(self) -> None:
+        with self.recorder.timer("comm"):
+            values = self.client.get(self.table).ravel()
+            self.fused.write(values)
+            self.base = values
+
+    def push(self, sync: bool = False) -> None:
+        with self.recorder.timer("comm"):
+            if self.sync_type == "cdd":
+                delta = self.accumulated
+            else:
+                delta = self.fused.read() - self.base
+            self.client.add(self.table, delta, sync=sync)
+        if self.accumulated is not None:
+            self.accumulated[:] = 0
+        self.pending = 0
+        self.exchanges += 1
+
+    def step(self, count: int) -> None:
+        if self.sync_type == "cdd":
+            with self.recorder.timer("calc"):
+                self.accumulated += self.model.train_iter(count, self.recorder)
+        else:
+            super().step(count)
+        self.pending += 1
+        if self.pending == self.options["push_freq"]:
+            self.push()
+            self.pull()
+
+    def end_of_epoch(self, epoch: int) -> None:
+        """Flush the last pushes, then every worker pulls the same parameters (for validation)."""
+        if self.pending:
+            self.push(sync=True)
+        with self.recorder.timer("wait"):
+            self.comm.Barrier()  # every push of this epoch has been applied
+        self.pull()
+        with self.recorder.timer("wait"):
+            self.comm.Barrier()  # nobody pushes again before everyone has pulled
+
+    def finish(self) -> None:
+        self.server_stats = self.client.stats() if self.comm.rank == 0 else []
+        self.comm.Barrier()
+        self.client.done()
+
+    def worker_record(self) -> dict:
+        return {**super().worker_record(), "exchanges": self.exchanges}
+
+    def summary(self) -> dict:
+        staleness: dict[str, list] = {}
+        for stats in self.server_stats:
+            for client, s in stats["staleness"].items():
+                staleness.setdefault(client, []).append(s)
+        opts = self.options
+        return {
+            "updater": opts["updater"], "sync": opts["sync"], "servers": opts["n_servers"],
+            "push_freq": opts["push_freq"],
+            "staleness": {f"rank {c}": {"mean": float(np.mean([s["mean"] for s in v])),
+                                        "max": max(s["max"] for s in v)} for c, v in staleness.items()},
+        }

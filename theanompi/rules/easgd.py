@@ -1,0 +1,454 @@
+"""EASGD: Elastic Averaging SGD (Zhang, Choromanska & LeCun, 2015), asynchronous.
+
+One **server** rank holds the centre variable ``c``; ``N`` **workers** train
+locally (the model's one-function step, ``sync_type=None``). Every ``tau`` local
+steps a worker exchanges with the server::
+
+    worker -> server : w                    (its parameters, one fused buffer)
+    server           : d = alpha * (w - c);  c <- c + d
+    server -> worker : d
+    worker           : w <- w - d
+
+The server answers whichever worker asks first (point-to-point messages on a
+communicator of their own, ``Iprobe(ANY_SOURCE)`` polled with a short adaptive
+sleep so that an idle server, or a worker waiting for its reply, does not keep a
+core busy). Parameters travel as contiguous numpy buffers
+(:class:`theanompi.params.FusedParams`), never pickled.
+
+Ranks
+    A session of ``N`` devices starts **N + 1 ranks**: the server is rank 0 of
+    the session (first in the launch plan, so it is the rank that logs at INFO
+    and prints the progress lines), a CPU rank on the host of the **first**
+    device (``cpu0`` of that host); workers are ranks 1..N, one per device, in
+    ``DEVICES`` order (worker ``k`` is session rank ``k + 1``).
+Start
+    Every rank, the server included, takes worker 0's initial parameters
+    (broadcast), so the workers and the centre start from the same point.
+Length
+    A *global epoch* is one pass over the training set: the sum over workers of
+    their ``n_batch_train``. The session trains exactly ``N_EPOCHS`` global
+    epochs of local steps in total. To make that count exact although workers
+    run at their own pace, the server hands out the steps: every reply grants the
+    worker its next block, ``min(tau, steps not yet granted)`` local steps
+    (the last block may be partial), and a grant of 0 means *stop*. Each exchange
+    reports the steps done since the previous one (the grant), which the server
+    sums. A stopped worker sends nothing more and leaves; the server leaves once
+    every worker has been told to stop. Workers loop over their own shard's
+    epochs (``model.adjust_hyperp(shard_epoch)`` at each shard-epoch start)
+    until told to stop, so a worker with a shorter shard simply runs more shard
+    epochs and nobody waits for anybody.
+Validation
+    The server builds the ModelClass too, as worker 0 of a 1-worker session
+    (``config.rank=0, config.size=1``): its data view then holds the *whole*
+    validation set, so it validates the centre by itself, without a reduction
+    over workers that are busy training (its training view is never used). It
+    validates once per global epoch, when the reported steps cross a multiple of
+    the global epoch, and logs one line (train loss of the workers' steps,
+    validation loss/accuracy of the centre, samples/s, ETA).
+Results
+    The centre is the session's final model: ``RUN_DIR/final_params.npz``.
+    The server writes ``epochs.jsonl`` (per global epoch), ``iterations.jsonl``
+    (one row per exchange served: ``calc`` = elastic update and validation,
+    ``comm`` = receive/send, ``wait`` = idle polling) and ``summary.json``
+    (rule, workers, iterations, final validation accuracy, and per worker: local
+    steps, exchanges and mean wait per exchange). Each worker ``k`` writes its own
+    records into ``RUN_DIR/workers/worker-k/`` (``iterations.jsonl`` per local
+    step with the exchange's time in ``comm``, ``epochs.jsonl`` per shard
+    epoch, ``summary.json`` with its exact exchange count and wait times).
+
+Options: ``EASGD_ALPHA`` / ``alpha`` (moving rate, a number in (0, 1], default
+0.5) and ``EASGD_TAU`` / ``tau`` (local steps between exchanges, integer >= 1,
+default 4).
+
+Example
+-------
+>>> from theanompi import EASGD
+>>> rule = EASGD()
+>>> rule.init(devices=["cpu0", "cpu1"], modelfile="theanompi.models.mlp", modelclass="MLP",
+...           alpha=0.5, tau=4, n_epochs=10)      # doctest: +SKIP
+>>> rule.wait()                                   # 3 ranks: server + 2 workers  # doctest: +SKIP
+0
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from theanompi.devices import Device
+from theanompi.mpirun import RankSpec
+from theanompi.options import InvalidValue, Option, positive_int
+from theanompi.rules.base import Rule
+from theanompi.training import WorkerLoop
+
+log = logging.getLogger("theanompi")
+
+#: Message tags on the exchange communicator.
+TAG_REPORT, TAG_PARAMS, TAG_REPLY, TAG_DELTA = 41, 42, 43, 44
+#: Report header (float64): steps since the last exchange, training loss*n, error*n and n of those
+#: steps, the worker's total exchange time so far and its number of completed exchanges.
+REPORT_FIELDS = ("steps", "loss_sum", "error_sum", "samples", "wait_s", "exchanges")
+#: Longest sleep between two polls (seconds): the server's and a waiting worker's.
+SERVER_MAX_SLEEP = 1e-3
+WORKER_MAX_SLEEP = 1e-3
+
+
+def moving_rate(value: Any) -> float:
+    """Parser of EASGD_ALPHA: a number in (0, 1].
+
+    Example
+    -------
+    >>> moving_rate("0.25")
+    0.25
+    >>> moving_rate(0)
+    Traceback (most recent call last):
+    ...
+    theanompi.options.InvalidValue: use a number in (0, 1]
+    """
+    try:
+        number = float(str(value).strip()) if not isinstance(value, bool) else None
+    except ValueError:
+        number = None
+    if number is None or not 0.0 < number <= 1.0:
+        raise InvalidValue("use a number in (0, 1]")
+    return number
+
+
+class EASGD(Rule):
+    """Asynchronous elastic averaging: one server (the centre) and N local-SGD workers.
+
+    Example
+    -------
+    >>> from theanompi.devices import parse_devices
+    >>> ranks = EASGD.launch_ranks(parse_devices("cpu0,cpu1"), {"alpha": 0.5, "tau": 4})
+    >>> [(r.role, str(r.device)) for r in ranks]
+    [('server', 'cpu0'), ('worker', 'cpu0'), ('worker', 'cpu1')]
+    """
+
+    name = "EASGD"
+    rule_options = (
+        Option("alpha", "EASGD_ALPHA", moving_rate, 0.5,
+               "moving rate: each exchange moves worker and centre alpha*(w - c) towards each other"),
+        Option("tau", "EASGD_TAU", positive_int, 4, "local steps between a worker's exchanges with the server"),
+    )
+
+    @classmethod
+    def launch_ranks(cls, devices: list[Device], options: dict[str, Any]) -> list[RankSpec]:
+        """The server first (session rank 0, a CPU rank on the first device's host), then one worker per device."""
+        server = RankSpec(Device("cpu", 0, devices[0].host), "server")
+        return [server] + [RankSpec(device, "worker") for device in devices]
+
+    @classmethod
+    def run_rank(cls, ctx) -> None:
+        if ctx.role == "server":
+            EASGDServer(ctx).run()
+        else:
+            EASGDWorker(ctx).run()
+
+
+# ----- helpers shared by both sides ---------------------------------------------------------
+def _connect(ctx):
+    """(role communicator, exchange communicator, server rank, worker ranks); collective over the session."""
+    role_comm = ctx.role_comm()
+    xcomm = ctx.comm.Dup()  # the exchange's own message space
+    return role_comm, xcomm, ctx.ranks_with_role("server")[0], ctx.ranks_with_role("worker")
+
+
+def _start_point(xcomm, fused, root: int) -> None:
+    """Every rank checks the parameter layout, then takes ``root``'s initial parameters."""
+    from theanompi.training import check_agreement
+
+    check_agreement(xcomm, n_params=fused.size, param_dtype=str(fused.dtype))
+    flat = fused.read()
+    xcomm.Bcast(flat, root=root)
+    fused.write(flat)
+
+
+def _poll(test, max_sleep: float) -> None:
+    """Call ``test()`` until it returns True; sleep 0, 10 us, 20 us ... ``max_sleep`` between calls."""
+    pause = 0.0
+    while not test():
+        if pause:
+            time.sleep(pause)
+        pause = min(max(2.0 * pause, 1e-5), max_sleep)
+
+
+def grant_steps(tau: int, target: int, assigned: int) -> int:
+    """The next block of local steps a worker may do: ``min(tau, target - assigned)`` (0 = stop).
+
+    Example
+    -------
+    >>> [grant_steps(4, 10, a) for a in (0, 4, 8, 10)]
+    [4, 4, 2, 0]
+    """
+    return max(0, min(tau, target - assigned))
+
+
+# ----- the server ---------------------------------------------------------------------------
+class EASGDServer:
+    """The centre: answers exchanges in arrival order, validates once per global epoch, saves the model.
+
+    Example
+    -------
+    >>> EASGDServer(ctx).run()       # in the session's server rank   # doctest: +SKIP
+    """
+
+    def __init__(self, ctx):
+        from theanompi.params import FusedParams
+        from theanompi.recorder import Recorder
+        from theanompi.training import Progress, build_model, n_epochs_for
+
+        self.ctx = ctx
+        self.options = ctx.spec.options
+        self.solo, self.xcomm, self.server, self.workers = _connect(ctx)
+        self.n_workers = len(self.workers)
+        self.index = {rank: k for k, rank in enumerate(self.workers)}
+        # a 1-worker view of the data: the whole validation set, no reduction needed
+        self.model = build_model(ctx, worker_rank=0, n_workers=1, sync_type=None)
+        self.fused = FusedParams(self.model.params)
+        if self.model.data.n_batch_val:
+            # the first call of a compiled function is slow (~0.25 s): pay it now, not while workers wait
+            self.model.val_iter(0, Recorder(None))
+        self.recorder = Recorder(ctx.spec.run_dir, write=True)
+        self.n_epochs = n_epochs_for(self.model, self.options)
+        self.alpha = self.fused.dtype.type(self.options["alpha"])
+        self.tau = int(self.options["tau"])
+
+        _start_point(self.xcomm, self.fused, root=self.workers[0])
+        self.centre = self.fused.read().copy()
+        batches = self.xcomm.gather(None, root=self.server)
+        self.shard_batches = [int(batches[rank]) for rank in self.workers]
+        self.global_epoch = sum(self.shard_batches)
+        self.target = self.n_epochs * self.global_epoch
+        self.assigned = 0
+        self.granted = []
+        for _ in self.workers:
+            grant = grant_steps(self.tau, self.target, self.assigned)
+            self.assigned += grant
+            self.granted.append(grant)
+        self.xcomm.scatter([self.granted[self.index[r]] if r in self.index else None
+                            for r in range(self.xcomm.size)], root=self.server)
+        self.active = sum(1 for g in self.granted if g > 0)
+
+        size = self.fused.size
+        self.incoming = np.empty(size, dtype=self.fused.dtype)
+        self.report = np.zeros(len(REPORT_FIELDS), dtype=np.float64)
+        self.deltas = [np.empty(size, dtype=self.fused.dtype) for _ in self.workers]
+        self.replies = [np.zeros(1, dtype=np.int64) for _ in self.workers]
+        self.pending: list[list] = [[] for _ in self.workers]
+        self.exchanges = [0] * self.n_workers
+        self.steps = [0] * self.n_workers  # local steps each worker reported
+        self.reported_wait = [(0.0, 0)] * self.n_workers  # (seconds, exchanges) each worker last reported
+        self.iterations = 0
+        self.epochs_done = 0
+        self.progress = Progress(self.n_epochs)
+
+    def run(self) -> None:
+        log.info("EASGD: %d workers, alpha %g, tau %d; %d global epochs of %d steps (%s)",
+                 self.n_workers, self.options["alpha"], self.tau, self.n_epochs, self.global_epoch,
+                 " + ".join(map(str, self.shard_batches)))
+        self.serve()
+        self.finish()
+
+    # the exchange loop --------------------------------------------------------------------
+    def serve(self) -> None:
+        from mpi4py import MPI
+
+        rec, xcomm = self.recorder, self.xcomm
+        status = MPI.Status()
+        probe = lambda: xcomm.Iprobe(source=MPI.ANY_SOURCE, tag=TAG_REPORT, status=status)  # noqa: E731
+        while self.active:
+            with rec.timer("wait"):
+                _poll(probe, SERVER_MAX_SLEEP)
+            source = status.Get_source()
+            k = self.index[source]
+            with rec.timer("comm"):
+                xcomm.Recv(self.report, source=source, tag=TAG_REPORT)
+                xcomm.Recv(self.incoming, source=source, tag=TAG_PARAMS)
+                MPI.Request.Waitall(self.pending[k])  # the previous reply's buffers are free again
+            with rec.timer("calc"):
+                delta = self.deltas[k]
+                np.subtract(self.incoming, self.centre, out=delta)
+                delta *= self.alpha
+                self.centre += delta
+                grant = grant_steps(self.tau, self.target, self.assigned)
+                self.assigned += grant
+                self.replies[k][0] = grant
+            with rec.timer("comm"):
+                self.pending[k] = [xcomm.Isend(self.replies[k], dest=source, tag=TAG_REPLY),
+                                   xcomm.Isend(delta, dest=source, tag=TAG_DELTA)]
+            self._account(k, grant)
+            rec.end_iteration()
+            while self.iterations >= (self.epochs_done + 1) * self.global_epoch:
+                self.end_global_epoch(self.epochs_done)
+                self.epochs_done += 1
+
+    def _account(self, k: int, grant: int) -> None:
+        """Book worker ``k``'s report (already answered with ``grant``)."""
+        steps, loss_sum, err_sum, n, wait_s, n_prev = self.report.tolist()
+        if int(steps) != self.granted[k]:
+            raise RuntimeError(f"EASGD protocol error: worker {k} reported {int(steps)} steps, "
+                               f"granted {self.granted[k]}")
+        self.granted[k] = grant
+        self.iterations += int(steps)
+        self.steps[k] += int(steps)
+        self.exchanges[k] += 1
+        self.reported_wait[k] = (wait_s, int(n_prev))
+        if n > 0:
+            self.recorder.record_train(loss_sum / n, err_sum / n, int(n))
+        if grant == 0:
+            self.active -= 1
+
+    def end_global_epoch(self, epoch: int) -> None:
+        """Validate the centre, log the progress line, write the epoch record."""
+        from theanompi.training import validate
+
+        rec = self.recorder
+        loss_sum, err_sum, n = rec.train_sums()
+        with rec.timer("calc"):
+            self.fused.write(self.centre)
+            metrics: dict[str, Any] = {
+                "train_loss_all": loss_sum / max(n, 1), "train_error_all": err_sum / max(n, 1),
+                "train_samples": int(n),
+            }
+            metrics.update(validate(self.model, rec, self.solo))
+        metrics.update(self.progress.epoch_done(epoch, metrics))
+        metrics.update(iterations=self.iterations, exchanges=sum(self.exchanges))
+        rec.end_epoch(epoch, metrics)
+
+    def mean_waits(self) -> list[float | None]:
+        """Per worker: mean seconds per exchange (send, queue, reply) over the exchanges it had
+        completed at its last report (the last exchange's own time is known only to the worker)."""
+        return [round(s / n, 6) if n else None for s, n in self.reported_wait]
+
+    def finish(self) -> None:
+        from mpi4py import MPI
+
+        from theanompi.training import save_final_params
+
+        for requests in self.pending:
+            MPI.Request.Waitall(requests)
+        if self.iterations != self.target:
+            raise RuntimeError(f"EASGD: {self.iterations} steps reported, {self.target} expected")
+        self.fused.write(self.centre)
+        path = save_final_params(self.model.params, self.ctx.spec.run_dir)
+        last = self.recorder.epochs[-1]
+        waits = self.mean_waits()
+        self.recorder.write_summary({
+            "rule": EASGD.name, "workers": self.n_workers, "epochs": len(self.recorder.epochs),
+            "iterations": self.iterations, "global_epoch_iterations": self.global_epoch,
+            "shard_batches": self.shard_batches, "final_val_accuracy": last["val_accuracy"],
+            "final_val_loss": last["val_loss"], "final_params": str(path), "wall_s": last.get("elapsed_s"),
+            "alpha": self.options["alpha"], "tau": self.tau, "exchanges": self.exchanges,
+            "mean_wait_s": waits,
+            "per_worker": [{"iterations": s, "exchanges": e, "mean_wait_s": w}
+                           for s, e, w in zip(self.steps, self.exchanges, waits)],
+        })
+        log.info("final validation accuracy: %.2f%%", 100 * last["val_accuracy"])
+        self.recorder.close()
+        self.model.cleanup()
+
+
+# ----- a worker -----------------------------------------------------------------------------
+class EASGDWorker(WorkerLoop):
+    """One EASGD worker: local steps (the shared loop), an exchange whenever its grant is used up.
+
+    Example
+    -------
+    >>> EASGDWorker(ctx).run()       # in a worker rank   # doctest: +SKIP
+    """
+
+    sync_type = None
+    rule_name = "EASGD"
+
+    def __init__(self, ctx):
+        from theanompi.recorder import Recorder
+
+        role_comm, self.xcomm, self.server, workers = _connect(ctx)
+        super().__init__(ctx, role_comm)
+        self.index = role_comm.rank
+        self.recorder = Recorder(Path(ctx.spec.run_dir) / "workers" / f"worker-{self.index}", write=True)
+        _start_point(self.xcomm, self.fused, root=workers[0])
+        self.xcomm.gather(int(self.model.data.n_batch_train), root=self.server)
+        self.grant = int(self.xcomm.scatter(None, root=self.server))
+        self.stopped = self.grant == 0
+        self.since = 0  # local steps since the last exchange
+        self.exchanges = 0
+        self.wait_s = 0.0
+        self.max_wait_s = 0.0
+        self.report = np.zeros(len(REPORT_FIELDS), dtype=np.float64)
+        self.reply = np.zeros(1, dtype=np.int64)
+        self.delta = np.empty(self.fused.size, dtype=self.fused.dtype)
+        self._train_base = np.zeros(3)  # recorder train sums of this shard epoch already reported
+        self._train_carry = np.zeros(3)  # unreported sums of finished shard epochs
+
+    # hooks of the shared loop -----------------------------------------------------------
+    def step(self, count: int) -> None:
+        super().step(count)
+        self.since += 1
+        if self.since == self.grant:
+            self.exchange()
+
+    def stop_requested(self) -> bool:
+        return self.stopped
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "worker": self.index, "iterations": self.iteration, "shard_epochs": len(self.recorder.epochs),
+            "n_batch_train": self.model.data.n_batch_train, "exchanges": self.exchanges,
+            "wait_s": round(self.wait_s, 6), "max_wait_s": round(self.max_wait_s, 6),
+            "mean_wait_s": round(self.wait_s / self.exchanges, 6) if self.exchanges else None,
+        }
+
+    # the exchange -------------------------------------------------------------------------
+    def exchange(self) -> None:
+        """Send w and the report; receive d and the next grant; w <- w - d."""
+        from mpi4py import MPI
+
+        xcomm, server = self.xcomm, self.server
+        current = np.asarray(self.recorder.train_sums(), dtype=np.float64)
+        train = self._train_carry + current - self._train_base
+        self._train_base, self._train_carry = current, np.zeros(3)
+        self.report[:] = (self.since, *train, self.wait_s, self.exchanges)
+        start = time.perf_counter()
+        with self.recorder.timer("comm"):
+            flat = self.fused.read()
+            requests = [xcomm.Irecv(self.reply, source=server, tag=TAG_REPLY),
+                        xcomm.Irecv(self.delta, source=server, tag=TAG_DELTA),
+                        xcomm.Isend(self.report, dest=server, tag=TAG_REPORT),
+                        xcomm.Isend(flat, dest=server, tag=TAG_PARAMS)]
+            _poll(lambda: MPI.Request.Testall(requests), WORKER_MAX_SLEEP)
+            np.subtract(flat, self.delta, out=flat)
+            self.fused.write(flat)
+        seconds = time.perf_counter() - start
+        self.wait_s += seconds
+        self.max_wait_s = max(self.max_wait_s, seconds)
+        self.exchanges += 1
+        self.since = 0
+        self.grant = int(self.reply[0])
+        self.stopped = self.grant == 0
+
+    # the session --------------------------------------------------------------------------
+    def run(self) -> None:
+        """Shard epochs until the server says stop; no validation here (the server validates the centre)."""
+        shard_epoch = 0
+        while not self.stopped:
+            self.epoch = shard_epoch
+            self.train_epoch(shard_epoch)
+            current = np.asarray(self.recorder.train_sums(), dtype=np.float64)
+            self._train_carry += current - self._train_base  # the recorder's sums restart with the epoch
+            self._train_base = np.zeros(3)
+            self.recorder.end_epoch(shard_epoch, {"iterations": self.iteration, "exchanges": self.exchanges})
+            shard_epoch += 1
+        self.finish()
+        self.recorder.write_summary({"rule": self.rule_name, **self.summary()})
+        log.debug("worker %d stopped after %d steps, %d exchanges", self.index, self.iteration, self.exchanges)
+        self.recorder.close()
+        self.model.cleanup()
+
+
+__all__ = ["EASGD", "EASGDServer", "EASGDWorker", "grant_steps", "moving_rate"]
