@@ -23,6 +23,11 @@ MPI_SCRIPTS = ROOT / "tests" / "mpi_scripts"
 ASSETS = ROOT / "tests" / "assets"
 
 
+def stress_reps(default: int) -> int:
+    """Repetitions of the protocol stress tests: THEANOMPI_STRESS_REPS overrides the suite's default."""
+    return int(os.environ.get("THEANOMPI_STRESS_REPS", default))
+
+
 def run_mpi(script: str, n: int, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     """Run ``tests/mpi_scripts/SCRIPT`` on ``n`` real MPI ranks; fail the test on non-zero exit."""
     argv = [find_mpiexec(), "--oversubscribe", "-n", str(n), sys.executable, str(MPI_SCRIPTS / script), *args]

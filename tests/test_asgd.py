@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import ASSETS, run_launcher, run_mpi, write_cfg
+from conftest import ASSETS, run_launcher, run_mpi, stress_reps, write_cfg
 
 MODELS = str(ASSETS / "asgd_models.py")
 
@@ -50,8 +50,9 @@ def test_sync_momentum_updater_two_servers_via_python(tmp_path):
 
 @pytest.mark.parametrize("mode", ["async", "sync"])
 def test_protocol_stress_with_random_delays(mode):
-    proc = run_mpi("stress_ps.py", 4, "30", mode, timeout=180)
-    assert f"stress ok: 30 repetitions ({mode})" in proc.stdout
+    n = max(30, stress_reps(30))
+    proc = run_mpi("stress_ps.py", 4, str(n), mode, timeout=180 + 5 * n)
+    assert f"stress ok: {n} repetitions ({mode})" in proc.stdout
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

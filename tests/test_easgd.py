@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import ASSETS, run_launcher, run_mpi, write_cfg
+from conftest import ASSETS, run_launcher, run_mpi, stress_reps, write_cfg
 from theanompi.devices import parse_devices
 from theanompi.errors import ConfigError
 from theanompi.rules.easgd import EASGD, grant_steps
@@ -150,7 +150,7 @@ def test_worker_with_a_shorter_shard_finishes_without_blocking_the_others(tmp_pa
     assert workers[1]["shard_epochs"] > workers[0]["shard_epochs"] >= 1
 
 
-@pytest.mark.timeout(200)
+@pytest.mark.timeout(200 + 15 * stress_reps(24))
 def test_protocol_stress_random_delays_always_terminate_with_the_exact_count():
     """3 workers + server in one mpiexec job, one EASGD session per round.
 
@@ -158,9 +158,10 @@ def test_protocol_stress_random_delays_always_terminate_with_the_exact_count():
     workers reach the server in an unpredictable order. Round 4: tau=50 > the 74 steps of
     the session, so worker 2 is told to stop before its first step and never exchanges.
     """
-    rounds = ["RandomSleeper:1:1"] * 3 + ["ShortShard:1:50"]
-    proc = run_mpi("easgd_stress.py", 4, *rounds, timeout=180)
+    n = stress_reps(24)
+    rounds = ["RandomSleeper:1:1"] * n + ["ShortShard:1:50"]
+    proc = run_mpi("easgd_stress.py", 4, *rounds, timeout=180 + 15 * n)
     assert "easgd stress ok" in proc.stdout
     lines = [line for line in proc.stdout.splitlines() if line.startswith("round ")]
-    assert len(lines) == 4
+    assert len(lines) == n + 1
     assert "(ShortShard:1:50): 74 steps, exchanges [1, 1, 0]" in lines[-1]

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ASSETS, run_launcher, run_mpi, write_cfg
+from conftest import ASSETS, run_launcher, run_mpi, stress_reps, write_cfg
 from theanompi import GOSGD
 from theanompi.errors import ConfigError
 from theanompi.rules import get_rule
@@ -152,11 +152,12 @@ def test_three_workers_learn_via_rule_init_and_wait(tmp_path):
     assert s["final_val_accuracy"] >= 0.90
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(180 + 15 * stress_reps(24))
 def test_protocol_stress_random_step_times_push_every_step():
-    """3 workers, p=1, steps of random 0-20 ms, 5 sessions in one mpiexec (checks inside the script)."""
-    proc = run_mpi("gosgd_stress.py", 3, "5", timeout=170)
-    assert "gosgd stress ok 5" in proc.stdout
+    """3 workers, p=1, steps of random 0-20 ms, several sessions in one mpiexec (checks inside the script)."""
+    n = stress_reps(24)
+    proc = run_mpi("gosgd_stress.py", 3, str(n), timeout=170 + 15 * n)
+    assert f"gosgd stress ok {n}" in proc.stdout
 
 
 @pytest.mark.timeout(180)
