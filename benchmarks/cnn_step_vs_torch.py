@@ -9,9 +9,11 @@ Network (both frameworks, identical initial weights)::
 Both are timed in one process with the same thread count (``--threads``,
 default 2: OPENBLAS/OMP threads for pytensor, ``torch.set_num_threads`` for
 torch). After ``--warmup`` steps each, the implementations take turns in
-``--rounds`` rounds of ``--block`` timed steps (the first step of every block
-is an untimed re-warm), so drifting machine load hits all of them alike; the
-table reports the median over all timed steps (>= 10 each).
+``--rounds`` rounds of ``--block`` timed steps, so drifting machine load hits
+all of them alike. Before every block the process sleeps ``--pause`` seconds
+(OpenBLAS worker threads busy-wait ~0.1 s after their last call and would
+otherwise steal a core from torch's first steps) and runs one untimed step.
+The table reports the median over all timed steps (>= 10 each).
 
 pytensor is timed twice: with its default linker (``cvm``, which frees every
 intermediate array after its last use, so each step re-allocates, and
@@ -50,6 +52,7 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--block", type=int, default=5, help="timed steps per implementation per round")
+    p.add_argument("--pause", type=float, default=0.3, help="seconds of idle before each block")
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--json", type=Path, default=DEFAULT_JSON)
     p.add_argument("--profile", action="store_true",
@@ -141,7 +144,7 @@ def build_torch_step(params, lr):
     return step
 
 
-def time_interleaved(steps, warmup, rounds, block):
+def time_interleaved(steps, warmup, rounds, block, pause):
     """Per-step milliseconds for each ``name -> (fn, args)``, taking turns in blocks."""
     for fn, fn_args in steps.values():
         for _ in range(warmup):
@@ -149,7 +152,8 @@ def time_interleaved(steps, warmup, rounds, block):
     times = {name: [] for name in steps}
     for _ in range(rounds):
         for name, (fn, fn_args) in steps.items():
-            fn(*fn_args)  # re-warm after the other implementation ran
+            time.sleep(pause)  # let the other implementation's spinning threads go idle
+            fn(*fn_args)  # re-warm
             for _ in range(block):
                 t0 = time.perf_counter()
                 fn(*fn_args)
@@ -203,7 +207,7 @@ def main(argv=None) -> int:
     load_before = os.getloadavg()
     times = time_interleaved(
         {"ours": (ours, (x, y)), "ours_nogc": (ours_nogc, (x, y)), "torch": (theirs, (xt, yt))},
-        args.warmup, args.rounds, args.block,
+        args.warmup, args.rounds, args.block, args.pause,
     )
     load_after = os.getloadavg()
     med = {name: statistics.median(t) for name, t in times.items()}
@@ -228,6 +232,7 @@ def main(argv=None) -> int:
         "warmup": args.warmup,
         "rounds": args.rounds,
         "block": args.block,
+        "pause_s": args.pause,
         "ms_median": med,
         "ratio_vs_torch": ratio,
         "ms_all": times,

@@ -67,3 +67,14 @@ def test_flag_overrides_are_validated_too(tmp_path):
     assert proc.returncode == 2 and "listed twice" in proc.stderr
     proc, _ = run_launcher("--config", str(cfg), "--set", "N_EPOCHS=x", cwd=tmp_path)
     assert proc.returncode == 2 and "N_EPOCHS='x'" in proc.stderr
+
+
+def test_example_cfgs_are_valid(tmp_path):
+    """Every examples/*.cfg passes the launcher's checks (they are run in full by hand / other tests)."""
+    from theanompi.cfg import read_cfg_file, session_arguments
+
+    from conftest import ROOT
+
+    for cfg in sorted((ROOT / "examples").glob("*.cfg")):
+        rule, kwargs = session_arguments(read_cfg_file(cfg))
+        rule.plan_session(cwd=str(ROOT), **kwargs)
