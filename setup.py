@@ -15,7 +15,9 @@ INSTALL_REQUIRES = [
 ]
 
 EXTRAS = {
-    "test": ["pytest>=9.2", "pytest-timeout>=2.4", "torch==2.13.0"],
+    # torch and keras run the Multiverso PyTorch/Keras examples in the tests
+    "test": ["pytest>=9.2", "pytest-timeout>=2.4", "torch==2.13.0", "keras>=3.15"],
+    "keras": ["keras>=3.15"],  # theanompi.multiverso.keras_ext.MVCallback (with any Keras backend)
     # torch 2.13.0 is the CPU build available offline on the dev machines; a looser
     # range would pull the registry's newest CUDA build (several GB).
     "bench": ["torch==2.13.0"],

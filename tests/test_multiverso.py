@@ -72,3 +72,11 @@ def test_torch_tensors_and_dlpack_convert():
     t = torch.arange(6, dtype=torch.float32, requires_grad=True)
     out = as_numpy(t * 2)
     assert out.tolist() == [0, 2, 4, 6, 8, 10]
+
+
+def test_keras_callback_example_learns():
+    import importlib.util
+
+    if not (importlib.util.find_spec("keras") and importlib.util.find_spec("torch")):
+        pytest.skip("keras and torch are not installed (the [test] extra installs them)")
+    assert _accuracy(_run_example("keras_model.py", 2)) >= 0.90
