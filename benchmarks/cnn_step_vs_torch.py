@@ -70,7 +70,7 @@ def set_threads(n: int) -> None:
 
 
 def init_params(rng):
-    """Initial weights shared by both frameworks (He-uniform-ish, float32)."""
+    """Initial weights shared by both frameworks (torch-default-like uniform, float32)."""
     import numpy as np
 
     def uniform(shape, fan_in):

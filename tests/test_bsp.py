@@ -60,6 +60,8 @@ def test_default_session_learns_digits_via_tmlauncher(tmp_path):
     result = summary(tmp_path / "default")
     assert result["final_val_accuracy"] >= 0.95
     assert result["workers"] == 2
+    for plot in ("curves.png", "breakdown.png"):
+        assert (tmp_path / "default" / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     records = (tmp_path / "default" / "iterations.jsonl").read_text().splitlines()
     assert set(json.loads(records[-1])) == {"iteration", "calc", "comm", "wait"}
 

@@ -38,3 +38,23 @@ def test_files_written(tmp_path):
     assert json.loads(lines[0])["iteration"] == 0
     assert json.loads((tmp_path / "epochs.jsonl").read_text())["val_accuracy"] == 0.9
     assert json.loads((tmp_path / "summary.json").read_text()) == {"ok": True}
+
+
+def test_recorder_cli_redraws_plots(tmp_path):
+    import subprocess
+    import sys
+
+    rec = Recorder(tmp_path)
+    for epoch in range(3):
+        with rec.timer("calc"):
+            rec.record_train(1.0 / (epoch + 1), 0.1, 8)
+        rec.end_iteration()
+        rec.end_epoch(epoch, {"train_loss_all": 1.0 / (epoch + 1), "val_loss": 0.5, "val_accuracy": 0.9,
+                              "elapsed_s": float(epoch)})
+    rec.write_summary({"ok": True}, plots=False)
+    assert not (tmp_path / "curves.png").exists()
+    proc = subprocess.run([sys.executable, "-m", "theanompi.recorder", str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "curves.png").stat().st_size > 1000 and (tmp_path / "breakdown.png").stat().st_size > 1000
+    bad = subprocess.run([sys.executable, "-m", "theanompi.recorder", str(tmp_path / "nope")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "usage" in bad.stderr

@@ -20,11 +20,14 @@ Example
 from __future__ import annotations
 
 import json
+import logging
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 TIMERS = ("calc", "comm", "wait")
+log = logging.getLogger(__name__)
 
 
 class Recorder:
@@ -121,11 +124,21 @@ class Recorder:
             self._flush_iterations()
         return record
 
-    def write_summary(self, summary: dict[str, Any]) -> None:
-        if self.write:
-            tmp = self.run_dir / "summary.json.tmp"
-            tmp.write_text(json.dumps(summary, indent=2))
-            tmp.replace(self.run_dir / "summary.json")
+    def write_summary(self, summary: dict[str, Any], plots: bool = True) -> None:
+        """Write ``summary.json`` and (by default) redraw the run's PNG plots."""
+        if not self.write:
+            return
+        self._flush_iterations()
+        tmp = self.run_dir / "summary.json.tmp"
+        tmp.write_text(json.dumps(summary, indent=2))
+        tmp.replace(self.run_dir / "summary.json")
+        if plots:
+            try:
+                from theanompi.plots import plot_run
+
+                plot_run(self.run_dir)
+            except Exception as err:  # a plot must never fail a training run
+                log.warning("plots of %s not drawn: %s", self.run_dir, err)
 
     def close(self) -> None:
         if self.write:
@@ -155,3 +168,24 @@ class _Timer:
         self.recorder._iter[self.kind] += elapsed - frame[1]
         if stack:
             stack[-1][1] += elapsed
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m theanompi.recorder RUN_DIR``: redraw a run's plots."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1 or not Path(argv[0]).is_dir():
+        sys.stderr.write("usage: python -m theanompi.recorder RUN_DIR (a directory with epochs.jsonl)\n")
+        return 2
+    from theanompi.plots import plot_run
+
+    paths = plot_run(argv[0])
+    if not paths:
+        sys.stderr.write(f"theanompi.recorder: {argv[0]} has no epochs.jsonl records\n")
+        return 2
+    for path in paths:
+        sys.stdout.write(f"{path}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
