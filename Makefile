@@ -22,8 +22,11 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
-	$(BIN)/python benchmarks/exchange_vs_mpi4py.py
+	$(BIN)/python benchmarks/exchange_vs_mpi4py.py --ranks 2 --json benchmarks/results/exchange_2.json
+	$(BIN)/python benchmarks/exchange_vs_mpi4py.py --ranks 4 --json benchmarks/results/exchange_4.json
 	$(BIN)/python benchmarks/overhead_one_worker.py
+	$(BIN)/python benchmarks/cnn_step_vs_torch.py
+	$(BIN)/python benchmarks/rules_time_to_accuracy.py
 
 clean:
 	rm -rf runs $(VENV) *.egg-info

@@ -37,6 +37,12 @@ def _series(epochs, key):
     return [e.get(key, e.get(key.replace("_all", ""))) for e in epochs]
 
 
+def _points(xs, ys):
+    """The (x, y) pairs where y is a number (workers that do not validate leave None)."""
+    pairs = [(x, y) for x, y in zip(xs, ys) if isinstance(y, (int, float))]
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
 def plot_curves(run_dir: Path, epochs: list[dict]) -> Path:
     plt = _pyplot()
     x_epoch = [e["epoch"] + 1 for e in epochs]
@@ -47,14 +53,15 @@ def plot_curves(run_dir: Path, epochs: list[dict]) -> Path:
             axes[0, col].set_visible(False)
             axes[1, col].set_visible(False)
             continue
-        train = _series(epochs, "train_loss_all")
-        if all(v is not None for v in train):
-            axes[0, col].plot(x, train, marker="o", label="train loss")
-        axes[0, col].plot(x, _series(epochs, "val_loss"), marker="o", label="val loss")
+        for key, name in (("train_loss_all", "train loss"), ("val_loss", "val loss")):
+            xs, ys = _points(x, _series(epochs, key))
+            if xs:
+                axes[0, col].plot(xs, ys, marker="o", label=name)
         axes[0, col].set_xlabel(label)
         axes[0, col].set_ylabel("loss")
         axes[0, col].legend()
-        axes[1, col].plot(x, [100 * v for v in _series(epochs, "val_accuracy")], marker="o", color="tab:green")
+        xs, ys = _points(x, _series(epochs, "val_accuracy"))
+        axes[1, col].plot(xs, [100 * v for v in ys], marker="o", color="tab:green")
         axes[1, col].set_xlabel(label)
         axes[1, col].set_ylabel("val accuracy (%)")
     fig.suptitle(f"{Path(run_dir).name}")
