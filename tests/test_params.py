@@ -32,3 +32,17 @@ def test_mixed_dtypes_rejected():
     params = [pytensor.shared(np.ones(2, "float32"), name="a"), pytensor.shared(np.ones(2, "float64"), name="b")]
     with pytest.raises(ContractError, match="share one dtype"):
         FusedParams(params)
+
+
+def test_non_finite_names_the_first_bad_param():
+    params = [pytensor.shared(np.ones(3, "float32"), name="W"), pytensor.shared(np.ones(2, "float32"), name="b")]
+    fused = FusedParams(params)
+    flat = fused.read().copy()
+    assert fused.non_finite(flat) is None
+    flat[4] = np.nan
+    assert fused.non_finite(flat) == "'b' (params[1])"
+    flat[4] = 1.0
+    flat[0] = -np.inf
+    assert fused.non_finite(flat) == "'W' (params[0])"
+    big = np.full(5, np.finfo("float32").max, "float32")  # the fast sum overflows; all values are finite
+    assert fused.non_finite(big) is None

@@ -21,5 +21,9 @@ class ContractError(ConfigError):
     """A ModelClass or DataClass does not satisfy the contract (see README)."""
 
 
+class NonFiniteError(TheanoMPIError):
+    """NaN or Inf in a buffer about to be exchanged; the message names the rank and parameter."""
+
+
 class SessionError(TheanoMPIError):
     """A running session failed; the message names the rank."""

@@ -134,6 +134,7 @@ COMMON_OPTIONS = (
     Option("log_level", "LOG_LEVEL", choice("DEBUG", "INFO", "WARNING", "ERROR"), "INFO", "logging level of rank 0"),
     Option("lr_scaling", "LR_SCALING", choice("none", "linear"), "none", "linear: multiply the learning rate by the number of workers"),
     Option("warmup_epochs", "WARMUP_EPOCHS", non_negative_float, 0.0, "epochs over which a scaled learning rate ramps up from its 1-worker value"),
+    Option("check_finite", "CHECK_FINITE", boolean, True, "stop on NaN/Inf in a buffer about to be exchanged"),
 )
 
 MODEL_PREFIX = "MODEL_"

@@ -66,6 +66,20 @@ class FusedParams:
     def size(self) -> int:
         return self.layout.total
 
+    def non_finite(self, flat: np.ndarray) -> str | None:
+        """None if ``flat`` (laid out like the params) is all finite, else the first bad param's name.
+
+        One reduction over the buffer on the fast path; the per-param search runs only when the
+        sum is not finite (a sum that overflowed on finite values is cleared by that search).
+        """
+        if flat.dtype.kind != "f" or np.isfinite(np.add.reduce(flat)):
+            return None
+        for i, view in enumerate(self.layout.views(flat)):
+            if not np.isfinite(view).all():
+                name = self.params[i].name or "unnamed"
+                return f"{name!r} (params[{i}])"
+        return None
+
     def read(self) -> np.ndarray:
         """Current parameter values packed into the (reused) fused buffer."""
         return self.layout.pack((p.get_value(borrow=True) for p in self.params), self.buffer)

@@ -161,6 +161,18 @@ class WorkerLoop:
         self.iteration = 0
         self.epoch = 0
 
+    def check_finite(self, flat, what: str) -> None:
+        """Raise NonFiniteError naming this rank and the parameter if ``flat`` holds NaN/Inf (CHECK_FINITE)."""
+        if not self.options.get("check_finite", True):
+            return
+        bad = self.fused.non_finite(flat)
+        if bad is not None:
+            from theanompi.errors import NonFiniteError
+
+            raise NonFiniteError(f"NaN or Inf in the {what} of parameter {bad} on worker {self.comm.rank} "
+                                 f"(session rank {self.ctx.rank}) at iteration {self.iteration}; "
+                                 "stopping before it reaches the other workers")
+
     # hooks ---------------------------------------------------------------------------
     def step(self, count: int) -> None:
         """One iteration: by default the model's whole local step."""

@@ -79,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
+    _status_path(spec, rank, "pid").write_text(f"{os.getpid()}\n")  # lets tools (and tests) find each rank
     from theanompi.log import setup_logging
 
     setup_logging(comm.rank, spec.options.get("log_level", "INFO"))

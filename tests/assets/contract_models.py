@@ -45,3 +45,20 @@ class Sleeper(MLP):
 
         time.sleep(0.5)
         return super().train_iter(count, recorder)
+
+
+class NaNInjector(MLP):
+    """Worker 1 poisons its state at the 3rd step of the 2nd epoch: the cdd update vector's last
+    element becomes Inf; in every other mode parameter W1 becomes NaN."""
+
+    def train_iter(self, count, recorder):
+        import numpy as np
+
+        vector = super().train_iter(count, recorder)
+        if self.config.rank == 1 and self._epoch == 1 and count == 2:
+            if vector is not None:
+                vector[-1] = np.inf
+            else:
+                W1 = self.params[2]
+                W1.set_value(W1.get_value() * np.float32("nan"))
+        return vector

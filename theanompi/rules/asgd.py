@@ -109,6 +109,7 @@ class ASGDWorker(WorkerLoop):
                 delta = self.accumulated
             else:
                 delta = self.fused.read() - self.base
+            self.check_finite(delta, "pushed delta")
             self.client.add(self.table, delta, sync=sync)
         if self.accumulated is not None:
             self.accumulated[:] = 0

@@ -87,6 +87,7 @@ class BSPWorker(WorkerLoop):
             vector = self.model.train_iter(count, rec)
         if self.iteration == 0:
             self._check_update_vector(vector)
+        self.check_finite(vector, "update vector")
         with rec.timer("comm"):
             self.exchanger.allreduce_sum(vector)
         with rec.timer("calc"):
@@ -103,7 +104,9 @@ class BSPWorker(WorkerLoop):
     def average_params(self) -> None:
         """Replace every worker's params with their mean over workers."""
         with self.recorder.timer("comm"):
-            flat = self.exchanger.allreduce_sum(self.fused.read())
+            flat = self.fused.read()
+            self.check_finite(flat, "parameters")
+            flat = self.exchanger.allreduce_sum(flat)
             self.fused.write(flat, scale=1.0 / self.comm.size)
 
     def end_of_epoch(self, epoch: int) -> None:

@@ -417,6 +417,7 @@ class EASGDWorker(WorkerLoop):
         start = time.perf_counter()
         with self.recorder.timer("comm"):
             flat = self.fused.read()
+            self.check_finite(flat, "parameters sent to the centre")
             requests = [xcomm.Irecv(self.reply, source=server, tag=TAG_REPLY),
                         xcomm.Irecv(self.delta, source=server, tag=TAG_DELTA),
                         xcomm.Isend(self.report, dest=server, tag=TAG_REPORT),

@@ -222,9 +222,11 @@ class GOSGDWorker(WorkerLoop):
         self.reap()
         peer = int(self.rng.integers(self.size - 1))
         peer += peer >= self.rank
+        params = self.fused.read()
+        self.check_finite(params, "parameters pushed to a peer")
         self.weight *= 0.5
         buf = self.free.pop() if self.free else np.empty_like(self.recv_buf)
-        pack_message(self.fused.read(), self.weight, buf)
+        pack_message(params, self.weight, buf)
         request = self.gcomm.Isend([buf, self._mpi.BYTE], dest=peer, tag=GOSSIP_TAG)
         self.pending.append((request, buf))
         self.sent[peer] += 1

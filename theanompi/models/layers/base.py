@@ -26,7 +26,7 @@ import numpy as np
 import pytensor
 from pytensor.compile.sharedvalue import SharedVariable
 
-__all__ = ["Layer", "MergeLayer", "create_param"]
+__all__ = ["Layer", "MergeLayer", "attach_update", "create_param", "set_state_update"]
 
 
 def _describe(spec) -> str:
@@ -237,3 +237,55 @@ class MergeLayer(Layer):
     def get_output_for(self, inputs, **kwargs):
         """The output expression for the list of input expressions ``inputs``."""
         raise NotImplementedError
+
+
+def attach_update(shared, update):
+    """A graph alias of ``shared`` that, when compiled, assigns ``update`` to it.
+
+    The alias is a clone of ``shared`` that shares its storage; its
+    ``default_update`` is ``update`` (an expression, or a callable
+    ``update(alias) -> expression``), which ``pytensor.function`` applies after
+    each call of any function whose graph contains the alias (Lasagne's
+    mechanism for batch-norm statistics and random generator states). Functions
+    compiled from other graphs (e.g. a deterministic validation output) are not
+    affected. The update is also recorded in ``alias.tag.layer_update`` so that
+    :func:`~theanompi.models.layers.get_state_updates` can list it.
+
+    Example
+    -------
+    >>> import numpy as np, pytensor
+    >>> count = pytensor.shared(np.float32(0))
+    >>> alias = attach_update(count, lambda c: c + np.float32(1))
+    >>> f = pytensor.function([], alias); _ = f(); _ = f()
+    >>> float(count.get_value())
+    2.0
+    """
+    alias = shared.clone()
+    set_state_update(alias, update(alias) if callable(update) else update)
+    return alias
+
+
+def set_state_update(shared, update):
+    """Make ``pytensor.function`` assign ``update`` to ``shared`` after each call (``default_update``).
+
+    Use it on a shared variable that appears only in one graph (a fresh random
+    generator); otherwise use :func:`attach_update`. Also records the update in
+    ``shared.tag.layer_update``.
+
+    Example
+    -------
+    >>> import numpy as np, pytensor
+    >>> step = pytensor.shared(np.int64(0))
+    >>> set_state_update(step, step + 1)
+    >>> f = pytensor.function([], step); _ = f()
+    >>> int(step.get_value())
+    1
+    """
+    import warnings
+
+    update = shared.type.filter_variable(update, allow_convert=True)
+    # pytensor 3 deprecates *setting* default_update but still honours it in pytensor.function.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        shared.default_update = update
+    shared.tag.layer_update = update

@@ -1,0 +1,265 @@
+"""Batch normalization (:class:`BatchNormLayer`, :func:`batch_norm`) and its running statistics.
+
+Running statistics in data-parallel training (the policy)
+---------------------------------------------------------
+``mean`` and ``inv_std`` are *state*, not parameters: they are registered with
+``trainable=False, regularizable=False``, so
+``get_all_params(net, trainable=True)`` leaves them out while
+``get_all_params(net)`` and ``get_all_param_values(net)`` include them (saving
+and loading a whole model keeps them).
+
+* A ModelClass exposes ``get_all_params(net, trainable=True)`` as ``params``.
+  Then no rule (BSP ``cdd``/``avg``, EASGD, GOSGD, ASGD) exchanges or averages
+  the statistics: every worker updates its own running statistics from its own
+  shard's batches during training (and normalises each training batch with
+  that local batch's statistics, so BSP ``cdd`` with batch norm is *not*
+  bit-equal to one process with N× the batch: its normalisation batch is the
+  local one).
+* Where one model is needed (before validating with ``deterministic=True``,
+  before saving the final model) call :func:`sync_running_stats` on every
+  worker with a communicator over the workers: every worker then holds the
+  pooled statistics — the mean of the workers' means and the variance of the
+  mixture of their distributions,
+  ``var = mean_i(var_i + mean_i**2) - mean**2``, ``inv_std = 1/sqrt(var + eps)``.
+* Do not put ``mean``/``inv_std`` in a ModelClass's ``params``: BSP ``cdd``
+  would ask for their gradient (they are not differentiable parameters) and the
+  averaging rules would average ``inv_std`` linearly instead of pooling variances.
+
+Example
+-------
+>>> from theanompi.models.layers import InputLayer, DenseLayer, BatchNormLayer, get_all_params
+>>> net = BatchNormLayer(DenseLayer(InputLayer((None, 8)), 4, b=None))
+>>> [p.name for p in get_all_params(net, trainable=True)]
+['W', 'beta', 'gamma']
+>>> [p.name for p in get_all_params(net)]
+['W', 'beta', 'gamma', 'mean', 'inv_std']
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+
+from theanompi.models.layers import init, nonlinearities
+from theanompi.models.layers.base import Layer, attach_update
+
+__all__ = ["BatchNormLayer", "batch_norm", "get_running_stats", "pool_running_stats", "sync_running_stats"]
+
+
+class BatchNormLayer(Layer):
+    """Batch normalization (Ioffe & Szegedy 2015), Lasagne semantics.
+
+    ``y = (x - mean) * inv_std * gamma + beta``, where ``mean``/``inv_std`` are
+    the batch's statistics over ``axes`` in training and the running averages
+    with ``deterministic=True``.
+
+    Parameters
+    ----------
+    incoming : Layer or tuple
+    axes : 'auto', int or tuple of int
+        Axes to normalise over; 'auto' = all but the second (features/channels):
+        (0,) for dense input, (0, 2, 3) for convolutional input.
+    epsilon : float
+        Added to the variance for numerical stability.
+    alpha : float
+        Running averages: ``running = (1 - alpha) * running + alpha * batch``.
+    beta, gamma : initializer, array, shared variable or None
+        Shift (``regularizable=False``) and scale (``regularizable=True``); None
+        leaves it out.
+    mean, inv_std : initializer, array or shared variable
+        Running averages; ``trainable=False``, ``regularizable=False``. Training
+        outputs (``deterministic=False``) update them through
+        :func:`~theanompi.models.layers.base.attach_update` when compiled with
+        ``pytensor.function``. See the module docstring for the policy in
+        data-parallel training.
+
+    Notes
+    -----
+    ``get_output`` keywords: ``batch_norm_use_averages`` (default:
+    ``deterministic``) and ``batch_norm_update_averages`` (default: not
+    ``deterministic``).
+
+    Example
+    -------
+    >>> l = BatchNormLayer((None, 16, 8, 8))
+    >>> l.axes, l.mean.get_value().shape
+    ((0, 2, 3), (16,))
+    """
+
+    def __init__(self, incoming, axes="auto", epsilon=1e-4, alpha=0.1, beta=init.Constant(0.0),
+                 gamma=init.Constant(1.0), mean=init.Constant(0.0), inv_std=init.Constant(1.0), **kwargs):
+        super().__init__(incoming, **kwargs)
+        ndim = len(self.input_shape)
+        if axes == "auto":
+            axes = (0,) + tuple(range(2, ndim))
+        elif isinstance(axes, numbers.Integral):
+            axes = (int(axes),)
+        try:
+            axes = tuple(int(a) % ndim if -ndim <= int(a) < ndim else None for a in axes)
+        except TypeError:
+            raise ValueError(f"BatchNormLayer: axes must be 'auto', an int or a tuple of ints, got {axes!r}") from None
+        if None in axes or len(set(axes)) != len(axes):
+            raise ValueError(f"BatchNormLayer: axes {axes!r} are invalid for input shape {self.input_shape}")
+        self.axes = axes
+        if not epsilon > 0:
+            raise ValueError(f"BatchNormLayer: epsilon must be > 0, got {epsilon!r}")
+        if not 0 <= alpha <= 1:
+            raise ValueError(f"BatchNormLayer: alpha must be in [0, 1], got {alpha!r}")
+        self.epsilon, self.alpha = float(epsilon), float(alpha)
+        shape = tuple(size for axis, size in enumerate(self.input_shape) if axis not in self.axes)
+        if any(size is None for size in shape):
+            raise ValueError(f"BatchNormLayer: the dimensions not normalised over must be known, got input shape "
+                             f"{self.input_shape} with axes {self.axes}")
+        self.beta = None if beta is None else self.add_param(beta, shape, "beta", trainable=True,
+                                                             regularizable=False)
+        self.gamma = None if gamma is None else self.add_param(gamma, shape, "gamma", trainable=True,
+                                                               regularizable=True)
+        self.mean = self.add_param(mean, shape, "mean", trainable=False, regularizable=False)
+        self.inv_std = self.add_param(inv_std, shape, "inv_std", trainable=False, regularizable=False)
+
+    def get_output_for(self, input, deterministic=False, batch_norm_use_averages=None,
+                       batch_norm_update_averages=None, **kwargs):
+        dtype = input.dtype
+        eps = np.asarray(self.epsilon, dtype=dtype)
+        use_averages = deterministic if batch_norm_use_averages is None else batch_norm_use_averages
+        update_averages = (not deterministic) if batch_norm_update_averages is None else batch_norm_update_averages
+        if not update_averages:
+            if use_averages:
+                mean, inv_std = self.mean, self.inv_std
+            else:
+                mean = input.mean(self.axes)
+                inv_std = pt.reciprocal(pt.sqrt(input.var(self.axes) + eps))
+        else:
+            input_mean = input.mean(self.axes)
+            input_inv_std = pt.reciprocal(pt.sqrt(input.var(self.axes) + eps))
+            a = np.asarray(self.alpha, dtype=dtype)
+            one_minus_a = np.asarray(1.0 - self.alpha, dtype=dtype)
+            running_mean = attach_update(self.mean, lambda r: one_minus_a * r + a * input_mean)
+            running_inv_std = attach_update(self.inv_std, lambda r: one_minus_a * r + a * input_inv_std)
+            if use_averages:
+                mean, inv_std = running_mean, running_inv_std
+            else:
+                # Put the aliases into the graph so pytensor.function applies their updates.
+                zero = np.asarray(0, dtype=dtype)
+                mean = input_mean + zero * running_mean
+                inv_std = input_inv_std + zero * running_inv_std
+        param_axes = iter(range(input.ndim - len(self.axes)))
+        pattern = ["x" if axis in self.axes else next(param_axes) for axis in range(input.ndim)]
+        beta = 0 if self.beta is None else self.beta.dimshuffle(pattern)
+        gamma = 1 if self.gamma is None else self.gamma.dimshuffle(pattern)
+        return (input - mean.dimshuffle(pattern)) * (gamma * inv_std.dimshuffle(pattern)) + beta
+
+
+def batch_norm(layer, **kwargs):
+    """Insert batch normalization before ``layer``'s nonlinearity (Lasagne's ``batch_norm``).
+
+    Removes the layer's bias (beta replaces it) and nonlinearity, stacks a
+    :class:`BatchNormLayer` (``kwargs``) and, if there was a nonlinearity, a
+    :class:`~theanompi.models.layers.NonlinearityLayer` on top. Returns the top layer.
+
+    Example
+    -------
+    >>> from theanompi.models.layers import DenseLayer, get_all_layers
+    >>> top = batch_norm(DenseLayer((None, 10), 5))
+    >>> [type(l).__name__ for l in get_all_layers(top)]
+    ['DenseLayer', 'BatchNormLayer', 'NonlinearityLayer']
+    """
+    from theanompi.models.layers.dense import NonlinearityLayer
+
+    nonlinearity = getattr(layer, "nonlinearity", None)
+    if nonlinearity is not None:
+        layer.nonlinearity = nonlinearities.identity
+    if getattr(layer, "b", None) is not None:
+        del layer.params[layer.b]
+        layer.b = None
+    name = kwargs.pop("name", None) or (f"{layer.name}_bn" if getattr(layer, "name", None) else None)
+    layer = BatchNormLayer(layer, name=name, **kwargs)
+    if nonlinearity is not None and nonlinearity is not nonlinearities.identity:
+        layer = NonlinearityLayer(layer, nonlinearity, name=f"{name}_nonlin" if name else None)
+    return layer
+
+
+def get_running_stats(layer_or_layers):
+    """The (mean, inv_std) shared variables of every BatchNormLayer in the network, in layer order.
+
+    Example
+    -------
+    >>> [v.name for v in get_running_stats(BatchNormLayer((None, 3)))]
+    ['mean', 'inv_std']
+    """
+    from theanompi.models.layers.helper import get_all_layers
+
+    out = []
+    for layer in get_all_layers(layer_or_layers):
+        if isinstance(layer, BatchNormLayer):
+            out += [layer.mean, layer.inv_std]
+    return out
+
+
+def pool_running_stats(means, inv_stds, epsilon):
+    """Pool per-worker running statistics into one (mean, inv_std) (float64 arrays).
+
+    ``mean = average(means)``; ``var = average(var_i + mean_i**2) - mean**2`` with
+    ``var_i = 1/inv_std_i**2 - epsilon``; ``inv_std = 1/sqrt(var + epsilon)``.
+
+    Example
+    -------
+    >>> m, s = pool_running_stats([np.zeros(1), np.full(1, 2.0)], [np.ones(1), np.ones(1)], 0.0)
+    >>> m.tolist(), s.tolist()
+    ([1.0], [0.7071067811865475])
+    """
+    means = np.asarray(means, dtype=np.float64)
+    inv_stds = np.asarray(inv_stds, dtype=np.float64)
+    if means.shape != inv_stds.shape:
+        raise ValueError(f"pool_running_stats: means have shape {means.shape} but inv_stds {inv_stds.shape}")
+    var = np.maximum(1.0 / inv_stds**2 - epsilon, 0.0)
+    mean = means.mean(axis=0)
+    pooled_var = np.maximum((var + means**2).mean(axis=0) - mean**2, 0.0)
+    return mean, 1.0 / np.sqrt(pooled_var + epsilon)
+
+
+def sync_running_stats(layer_or_layers, comm):
+    """Replace every worker's batch-norm running statistics by the pooled ones (collective).
+
+    Call on every worker of ``comm`` (an ``mpi4py`` communicator over the
+    workers only, or anything with ``allreduce(array)`` summing numpy arrays and
+    ``Get_size()``). One allreduce of one float64 buffer carries all layers'
+    statistics; the result is :func:`pool_running_stats` of the workers' values,
+    identical on every worker. Returns the number of BatchNormLayers synced.
+
+    Example
+    -------
+    >>> from mpi4py import MPI                               # doctest: +SKIP
+    >>> sync_running_stats(net, MPI.COMM_WORLD)             # doctest: +SKIP
+    3
+    """
+    from theanompi.models.layers.helper import get_all_layers
+
+    bn = [l for l in get_all_layers(layer_or_layers) if isinstance(l, BatchNormLayer)]
+    if not bn:
+        return 0
+    parts = []
+    for layer in bn:
+        m = layer.mean.get_value().astype(np.float64).ravel()
+        s = layer.inv_std.get_value().astype(np.float64).ravel()
+        var = np.maximum(1.0 / s**2 - layer.epsilon, 0.0)
+        parts += [m, var + m**2]
+    buffer = np.concatenate(parts)
+    total = np.asarray(comm.allreduce(buffer), dtype=np.float64) / comm.Get_size()
+    if total.shape != buffer.shape:
+        raise ValueError(f"sync_running_stats: workers disagree on the statistics' size: local {buffer.shape}, "
+                         f"reduced {total.shape}")
+    start = 0
+    for layer in bn:
+        shape = layer.mean.get_value(borrow=True).shape
+        n = int(np.prod(shape))
+        mean, second = total[start:start + n], total[start + n:start + 2 * n]
+        start += 2 * n
+        var = np.maximum(second - mean**2, 0.0)
+        floatX = layer.mean.dtype
+        layer.mean.set_value(mean.reshape(shape).astype(floatX))
+        layer.inv_std.set_value((1.0 / np.sqrt(var + layer.epsilon)).reshape(shape).astype(layer.inv_std.dtype))
+    return len(bn)
