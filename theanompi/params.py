@@ -72,8 +72,11 @@ class FusedParams:
         One reduction over the buffer on the fast path; the per-param search runs only when the
         sum is not finite (a sum that overflowed on finite values is cleared by that search).
         """
-        if flat.dtype.kind != "f" or np.isfinite(np.add.reduce(flat)):
+        if flat.dtype.kind != "f":
             return None
+        with np.errstate(over="ignore", invalid="ignore"):
+            if np.isfinite(np.add.reduce(flat)):
+                return None
         for i, view in enumerate(self.layout.views(flat)):
             if not np.isfinite(view).all():
                 name = self.params[i].name or "unnamed"
