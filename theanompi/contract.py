@@ -19,6 +19,8 @@ A ModelClass is constructed as ``ModelClass(config)`` (a :class:`WorkerConfig`) 
 * ``val_iter(count, recorder)``: evaluate validation batch ``count``
 * ``adjust_hyperp(epoch)``: called at the start of every epoch (learning rate, data epoch)
 * ``cleanup()``: release data loaders, files, ...
+* ``state_vars`` (optional): shared variables beyond ``params`` that a checkpoint must
+  hold (optimizer velocities, the learning rate, ...).
 
 Training and validation loss/error are reported with ``recorder.record_train(loss,
 error, n)`` and ``recorder.record_val(loss, error, n)``.

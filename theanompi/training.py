@@ -160,6 +160,54 @@ class WorkerLoop:
         self.n_epochs = n_epochs_for(self.model, self.options)
         self.iteration = 0
         self.epoch = 0
+        self.start_epoch = self.restore(self.options["resume"]) if self.options.get("resume") else 0
+
+    # checkpoints -----------------------------------------------------------------------
+    def state_vars(self) -> list:
+        """The model's checkpointed extra state (``model.state_vars``, e.g. optimizer velocities)."""
+        return list(getattr(self.model, "state_vars", []))
+
+    def restore(self, path: str) -> int:
+        """Load a checkpoint into this worker (before any exchange); returns the epoch to start at."""
+        from theanompi.checkpoint import load_checkpoint
+
+        payload = load_checkpoint(path)
+        n_saved = int(payload["n_workers"])
+        slot = self.comm.rank if n_saved == self.comm.size else 0
+        if n_saved != self.comm.size and self.comm.rank == 0:
+            log.warning("checkpoint of %d workers resumed with %d: every worker starts from worker 0's state",
+                        n_saved, self.comm.size)
+        params, state = payload["worker_params"][slot], payload["worker_state"][slot]
+        targets = [("params", list(self.model.params), params), ("state_vars", self.state_vars(), state)]
+        for what, variables, values in targets:
+            if len(variables) != len(values):
+                raise ContractError(f"RESUME={path!r}: the checkpoint has {len(values)} {what}, the model {len(variables)}")
+            for i, (var, value) in enumerate(zip(variables, values)):
+                current = var.get_value(borrow=True)
+                if np.shape(current) != np.shape(value):
+                    raise ContractError(f"RESUME={path!r}: {what}[{i}] has shape {np.shape(value)} in the checkpoint, "
+                                        f"{np.shape(current)} in the model")
+                var.set_value(np.asarray(value, dtype=getattr(current, "dtype", None)))
+        self.iteration = int(payload["iteration"])
+        self.recorder.iteration = self.iteration
+        if self.comm.rank == 0:
+            log.info("resumed from %s after epoch %d", path, int(payload["epoch"]) + 1)
+        return int(payload["epoch"]) + 1
+
+    def save_checkpoint(self, epoch: int) -> None:
+        """Collective: worker 0 writes every worker's params and state after ``epoch``."""
+        from theanompi.checkpoint import save_checkpoint
+
+        mine = ([np.array(p.get_value()) for p in self.model.params],
+                [np.array(v.get_value()) for v in self.state_vars()])
+        gathered = self.comm.gather(mine, root=0)
+        if self.comm.rank == 0:
+            path = save_checkpoint(self.options["checkpoint_dir"], {
+                "rule": self.rule_name, "epoch": epoch, "iteration": self.iteration, "n_workers": self.comm.size,
+                "seed": self.options.get("seed", 0),
+                "worker_params": [g[0] for g in gathered], "worker_state": [g[1] for g in gathered],
+            })
+            log.info("checkpoint: %s", path)
 
     def check_finite(self, flat, what: str) -> None:
         """Raise NonFiniteError naming this rank and the parameter if ``flat`` holds NaN/Inf (CHECK_FINITE)."""
@@ -212,7 +260,8 @@ class WorkerLoop:
     def run(self) -> None:
         progress = Progress(self.n_epochs)
         rank0 = self.comm.rank == 0
-        for epoch in range(self.n_epochs):
+        every = self.options.get("checkpoint_every") or 0
+        for epoch in range(self.start_epoch, self.n_epochs):
             self.epoch = epoch
             completed = self.train_epoch(epoch)
             self.end_of_epoch(epoch)
@@ -221,6 +270,8 @@ class WorkerLoop:
             if rank0:
                 metrics.update(progress.epoch_done(epoch, metrics))
             self.recorder.end_epoch(epoch, metrics)
+            if every and (epoch + 1) % every == 0:
+                self.save_checkpoint(epoch)
             if not completed:
                 break
         self.finish()

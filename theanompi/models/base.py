@@ -93,6 +93,7 @@ class ClassifierModel:
         self._warmup_this_epoch = False
         self._grad_fn = self._update_fn = self._train_fn = self._val_fn = None
         self.sync_type = None
+        self.state_vars = [self.lr]  # checkpointed with params; the optimizer adds its velocities
 
     def shard(self, x_train, y_train, x_val, y_val) -> ShardedArrayData:
         """This worker's shard of in-memory arrays."""
@@ -126,6 +127,7 @@ class ClassifierModel:
         for p, g in zip(self.params, grads):
             if mu:
                 v = pytensor.shared(np.zeros_like(p.get_value()), name=f"v_{p.name}")
+                self.state_vars.append(v)
                 v_new = (mu * v - self.lr * g).astype(self.floatX)
                 updates += [(v, v_new), (p, (p + v_new).astype(self.floatX))]
             else:

@@ -41,6 +41,7 @@ from theanompi.training import WorkerLoop
 
 class ASGD(Rule):
     name = "ASGD"
+    supports_checkpoints = True
     rule_options = (
         Option("sync", "ASGD_SYNC", boolean, False, "true: every worker's i-th pull returns the same values"),
         Option("n_servers", "ASGD_SERVERS", positive_int, 1, "server ranks; parameters are sharded over them"),

@@ -40,6 +40,8 @@ class Rule:
 
     name: ClassVar[str] = ""
     rule_options: ClassVar[tuple[Option, ...]] = ()
+    #: whether the rule's workers save/restore checkpoints (CHECKPOINT_EVERY, RESUME)
+    supports_checkpoints: ClassVar[bool] = False
 
     def __init__(self):
         self.spec: SessionSpec | None = None
@@ -88,12 +90,32 @@ class Rule:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             resolved["run_dir"] = os.path.join("runs", f"{cls.name.lower()}-{stamp}-{os.getpid()}")
         resolved["run_dir"] = os.path.join(cwd, resolved["run_dir"])
+        cls._check_checkpoint_options(resolved, cwd)
         spec = SessionSpec(
             rule=cls.name, devices=[str(d) for d in devices], modelfile=modelfile,
             modelclass=modelclass, options=resolved, model_options=model_options,
             ranks=[{"role": r.role, "device": str(r.device)} for r in ranks], cwd=cwd,
         )
         return spec, ranks
+
+    @classmethod
+    def _check_checkpoint_options(cls, options: dict[str, Any], cwd: str) -> None:
+        """Resolve checkpoint paths; refuse them for rules without checkpoints; pre-load RESUME."""
+        wanted = [k for k in ("checkpoint_every", "resume") if options.get(k)]
+        if wanted and not cls.supports_checkpoints:
+            key = {"checkpoint_every": "CHECKPOINT_EVERY", "resume": "RESUME"}[wanted[0]]
+            raise ConfigError(f"{key}: checkpoints are not available for RULE={cls.name} yet (BSP and ASGD have them)")
+        if options.get("checkpoint_dir") is None:
+            options["checkpoint_dir"] = os.path.join(options["run_dir"], "checkpoints")
+        options["checkpoint_dir"] = os.path.join(cwd, options["checkpoint_dir"])
+        if options.get("resume"):
+            from theanompi.checkpoint import load_checkpoint, resolve_checkpoint
+
+            path = resolve_checkpoint(os.path.join(cwd, options["resume"]))
+            payload = load_checkpoint(path)  # refuses unsafe or foreign files before any rank starts
+            if payload["rule"] != cls.name:
+                raise ConfigError(f"RESUME={str(path)!r} is a {payload['rule']} checkpoint, not {cls.name}")
+            options["resume"] = str(path)
 
     def start(self, spec: SessionSpec, ranks: list[RankSpec]) -> "Rule":
         """Write the spec into its run directory and start mpiexec."""

@@ -1,12 +1,17 @@
-"""DataClass base: in-memory arrays sharded by rank with a common per-epoch shuffle.
+"""DataClass base: rank sharding with a common per-epoch shuffle, and in-memory arrays.
 
-Training: every epoch all ranks draw the same permutation (seed + epoch), padded
-by wrapping to a multiple of ``size * batch_size``. Global batch ``b`` is the
-slice ``[b*S*B, (b+1)*S*B)`` of it and rank ``r`` takes the r-th ``B``-slice, so
-the union of the ranks' batch ``b`` is exactly the batch ``b`` one process
-would see with ``S*B`` samples (BSP-cdd's equivalence rests on this). Every
-rank gets the same ``n_batch_train``.
-Validation: contiguous, disjoint shards; ranks may differ by one sample.
+:class:`DataClass` holds the sharding every loader shares. It shards *units*
+over ranks: samples for in-memory arrays (:class:`ShardedArrayData`, the
+synthetic data), whole files or stored batches for file-backed loaders
+(``hickle_batches``), ``units_per_batch`` units making one rank batch.
+
+Training: every epoch all ranks draw the same permutation of the units (seed +
+epoch), padded by wrapping to a multiple of ``size * units_per_batch``. Global
+batch ``b`` is the slice ``[b*S*U, (b+1)*S*U)`` of it and rank ``r`` takes the
+r-th ``U``-slice, so the union of the ranks' batch ``b`` is exactly the batch
+``b`` one process would see with ``S*U`` units (BSP-cdd's equivalence rests on
+this). Every rank gets the same ``n_batch_train``.
+Validation: contiguous, disjoint shards; ranks may differ by one unit.
 
 Example
 -------
@@ -28,12 +33,171 @@ import numpy as np
 from theanompi.errors import ConfigError
 
 
-class ShardedArrayData:
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def check_shard_args(units_per_batch, rank, size, name: str = "batch_size") -> None:
+    """ConfigError unless ``units_per_batch >= 1`` and ``0 <= rank < size`` (all integers).
+
+    Example
+    -------
+    >>> check_shard_args(4, 0, 2)
+    >>> check_shard_args(4, 2, 2)
+    Traceback (most recent call last):
+    ...
+    theanompi.errors.ConfigError: rank 2 is outside 0..1
+    """
+    if not _is_int(units_per_batch) or units_per_batch < 1:
+        raise ConfigError(f"{name}={units_per_batch!r} must be an integer >= 1")
+    if not _is_int(size) or size < 1:
+        raise ConfigError(f"size={size!r} (number of workers) must be an integer >= 1")
+    if not _is_int(rank) or not 0 <= rank < size:
+        raise ConfigError(f"rank {rank} is outside 0..{size - 1}")
+
+
+class ArraySpec:
+    """Shape and dtype of a data set that is not held in memory (``x_train`` of file loaders).
+
+    Example
+    -------
+    >>> spec = ArraySpec((1000, 3, 224, 224), "float32")
+    >>> spec.shape[1:], len(spec), spec.ndim
+    ((3, 224, 224), 1000, 4)
+    """
+
+    def __init__(self, shape, dtype):
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"ArraySpec(shape={self.shape}, dtype={self.dtype})"
+
+
+class DataClass:
+    """Base of theanompi's DataClasses: rank sharding of training/validation units.
+
+    Subclasses call :meth:`setup_shards` once their unit counts are known and
+    implement :meth:`load_train` and :meth:`load_val` (and usually
+    ``x_train``/:attr:`input_shape`). :meth:`train_batch`/:meth:`val_batch`
+    check ``count`` and pass this rank's unit indices to them.
+
+    Attributes
+    ----------
+    n_batch_train, n_batch_val : int
+        Batches per epoch on this rank (``n_batch_train`` equal on every rank).
+    units_per_batch : int
+        Units (samples, files) in one rank batch.
+    epoch : int
+        The epoch selected by :meth:`set_epoch`.
+
+    Example
+    -------
+    >>> class Files(DataClass):
+    ...     def __init__(self, n_files, rank, size):
+    ...         self.setup_shards(n_files, 0, 1, rank, size, seed=0, unit="files_per_batch")
+    ...     def load_train(self, units, count):
+    ...         return f"file {units[0]}"
+    >>> d = Files(5, rank=1, size=2)
+    >>> d.n_batch_train, len(d.train_indices(0)), d.train_batch(0)[:5]
+    (3, 1, 'file ')
+    """
+
+    n_batch_train: int = 0
+    n_batch_val: int = 0
+
+    def setup_shards(self, n_train_units: int, n_val_units: int, units_per_batch: int, rank: int, size: int,
+                     seed: int, unit: str = "batch_size") -> None:
+        """Validate and set up the sharding of ``n_train_units``/``n_val_units`` over ``size`` ranks."""
+        check_shard_args(units_per_batch, rank, size, unit)
+        if not _is_int(seed) or seed < 0:
+            raise ConfigError(f"seed={seed!r} must be an integer >= 0")
+        if n_train_units < 1:
+            raise ConfigError("training set is empty")
+        self.rank, self.size, self.seed = int(rank), int(size), int(seed)
+        self.units_per_batch = int(units_per_batch)
+        self.global_units = self.size * self.units_per_batch
+        self.n_train_units, self.n_val_units = int(n_train_units), int(n_val_units)
+        self.n_batch_train = math.ceil(self.n_train_units / self.global_units)
+        self.val_indices = np.array_split(np.arange(self.n_val_units), self.size)[self.rank]
+        self.n_batch_val = math.ceil(len(self.val_indices) / self.units_per_batch)
+        self._order = None
+        self.set_epoch(0)
+
+    # ----- shuffle and shards -----------------------------------------------------------
+    def epoch_order(self, epoch: int) -> np.ndarray:
+        """The common (all ranks) padded training order of ``epoch``."""
+        perm = np.random.default_rng([self.seed, epoch]).permutation(self.n_train_units)
+        return np.resize(perm, self.n_batch_train * self.global_units)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the shuffle of ``epoch`` (call at every epoch start, like DistributedSampler)."""
+        self.epoch = epoch
+        self._order = self.epoch_order(epoch)
+
+    def train_slot(self, count: int) -> int:
+        """Position in the epoch order where this rank's batch ``count`` starts (unique per rank and batch)."""
+        return count * self.global_units + self.rank * self.units_per_batch
+
+    def train_indices(self, count: int) -> np.ndarray:
+        """Unit indices of this rank's training batch ``count`` of the current epoch."""
+        start = self.train_slot(count)
+        return self._order[start:start + self.units_per_batch]
+
+    def val_unit_indices(self, count: int) -> np.ndarray:
+        """Unit indices of this rank's validation batch ``count``."""
+        u = self.units_per_batch
+        return self.val_indices[count * u:(count + 1) * u]
+
+    # ----- batches ----------------------------------------------------------------------
+    def train_batch(self, count: int):
+        """(inputs, labels) of this rank's training batch ``count`` of the current epoch."""
+        if not 0 <= count < self.n_batch_train:
+            raise IndexError(f"training batch {count} is outside 0..{self.n_batch_train - 1}")
+        return self.load_train(self.train_indices(count), count)
+
+    def val_batch(self, count: int):
+        """(inputs, labels) of this rank's validation batch ``count``."""
+        if not 0 <= count < self.n_batch_val:
+            raise IndexError(f"validation batch {count} is outside 0..{self.n_batch_val - 1}")
+        return self.load_val(self.val_unit_indices(count), count)
+
+    def load_train(self, units: np.ndarray, count: int):
+        """(inputs, labels) made of training ``units`` (this rank's batch ``count``)."""
+        raise NotImplementedError
+
+    def load_val(self, units: np.ndarray, count: int):
+        """(inputs, labels) made of validation ``units`` (this rank's batch ``count``)."""
+        raise NotImplementedError
+
+    @property
+    def input_shape(self) -> tuple:
+        """Shape of one input sample as the batches deliver it (``x_train.shape[1:]``)."""
+        return tuple(self.x_train.shape[1:])
+
+    # ----- resources --------------------------------------------------------------------
+    def close(self) -> None:
+        """Release files, threads, ...; nothing to do for the base class. Idempotent."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class ShardedArrayData(DataClass):
+    """In-memory arrays sharded by rank (one unit = one sample, ``batch_size`` per rank batch)."""
+
     def __init__(self, x_train, y_train, x_val, y_val, batch_size: int, rank: int, size: int, seed: int):
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-            raise ConfigError(f"batch_size={batch_size!r} must be an integer >= 1")
-        if not 0 <= rank < size:
-            raise ConfigError(f"rank {rank} is outside 0..{size - 1}")
+        check_shard_args(batch_size, rank, size)
         for name, x, y in (("train", x_train, y_train), ("val", x_val, y_val)):
             if len(x) != len(y):
                 raise ConfigError(f"{name} set has {len(x)} inputs but {len(y)} labels")
@@ -41,37 +205,12 @@ class ShardedArrayData:
             raise ConfigError("training set is empty")
         self.x_train, self.y_train = x_train, y_train
         self.x_val, self.y_val = x_val, y_val
-        self.batch_size, self.rank, self.size, self.seed = batch_size, rank, size, seed
-        self.global_batch = size * batch_size
-        self.n_batch_train = math.ceil(len(x_train) / self.global_batch)
-        self.val_indices = np.array_split(np.arange(len(x_val)), size)[rank]
-        self.n_batch_val = math.ceil(len(self.val_indices) / batch_size)
-        self._order = None
-        self.set_epoch(0)
+        self.batch_size = batch_size
+        self.setup_shards(len(x_train), len(x_val), batch_size, rank, size, seed)
+        self.global_batch = self.global_units
 
-    def epoch_order(self, epoch: int) -> np.ndarray:
-        """The common (all ranks) padded training order of ``epoch``."""
-        perm = np.random.default_rng([self.seed, epoch]).permutation(len(self.x_train))
-        return np.resize(perm, self.n_batch_train * self.global_batch)
+    def load_train(self, units, count):
+        return self.x_train[units], self.y_train[units]
 
-    def set_epoch(self, epoch: int) -> None:
-        """Select the shuffle of ``epoch`` (call at every epoch start, like DistributedSampler)."""
-        self._order = self.epoch_order(epoch)
-
-    def train_indices(self, count: int) -> np.ndarray:
-        start = count * self.global_batch + self.rank * self.batch_size
-        return self._order[start:start + self.batch_size]
-
-    def train_batch(self, count: int):
-        """(inputs, labels) of this rank's training batch ``count`` of the current epoch."""
-        if not 0 <= count < self.n_batch_train:
-            raise IndexError(f"training batch {count} is outside 0..{self.n_batch_train - 1}")
-        idx = self.train_indices(count)
-        return self.x_train[idx], self.y_train[idx]
-
-    def val_batch(self, count: int):
-        """(inputs, labels) of this rank's validation batch ``count``."""
-        if not 0 <= count < self.n_batch_val:
-            raise IndexError(f"validation batch {count} is outside 0..{self.n_batch_val - 1}")
-        idx = self.val_indices[count * self.batch_size:(count + 1) * self.batch_size]
-        return self.x_val[idx], self.y_val[idx]
+    def load_val(self, units, count):
+        return self.x_val[units], self.y_val[units]

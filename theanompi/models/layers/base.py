@@ -20,11 +20,15 @@ Example
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 
 import numpy as np
 import pytensor
 from pytensor.compile.sharedvalue import SharedVariable
+
+#: Creation order of state updates (``get_state_updates`` lists them in this order).
+_UPDATE_ORDER = itertools.count()
 
 __all__ = ["Layer", "MergeLayer", "attach_update", "create_param", "set_state_update"]
 
@@ -289,3 +293,4 @@ def set_state_update(shared, update):
         warnings.simplefilter("ignore", DeprecationWarning)
         shared.default_update = update
     shared.tag.layer_update = update
+    shared.tag.layer_update_order = next(_UPDATE_ORDER)

@@ -304,21 +304,22 @@ def get_state_updates(outputs):
 
     Batch-norm running statistics and random generator states are updated by
     ``pytensor.function`` automatically (``default_update``); use this to see
-    them, to pass them explicitly (``pytensor.function(..., updates=...,
-    no_default_updates=True)``) or to check that a graph has none.
+    them, to pass them explicitly (``pytensor.function(..., updates=...)``: an
+    explicit update of a variable replaces its default update; pytensor 3
+    deprecates default updates, so explicit updates are the future-proof way)
+    or to check that a graph has none.
 
     Example
     -------
-    >>> from theanompi.models.layers import BatchNormLayer
-    >>> net = BatchNormLayer((None, 3))
-    >>> [v.name for v in get_state_updates(get_output(net, pt.matrix()))]
+    >>> from theanompi.models.layers import BatchNormLayer, InputLayer
+    >>> net = BatchNormLayer(InputLayer((None, 3)))
+    >>> [v.name for v in get_state_updates(get_output(net))]
     ['mean', 'inv_std']
-    >>> len(get_state_updates(get_output(net, pt.matrix(), deterministic=True)))
+    >>> len(get_state_updates(get_output(net, deterministic=True)))
     0
     """
     outs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
-    updates = OrderedDict()
-    for var in ancestors(outs):
-        if isinstance(var, SharedVariable) and getattr(var.tag, "layer_update", None) is not None:
-            updates[var] = var.tag.layer_update
-    return updates
+    found = [var for var in ancestors(outs)
+             if isinstance(var, SharedVariable) and getattr(var.tag, "layer_update", None) is not None]
+    found.sort(key=lambda var: getattr(var.tag, "layer_update_order", 0))
+    return OrderedDict((var, var.tag.layer_update) for var in found)

@@ -1,0 +1,151 @@
+"""Conv2DLayer and the pooling layers against explicit-loop NumPy references; conv gradients by finite differences."""
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+import pytest
+from pytensor.gradient import verify_grad
+from pytensor.graph.replace import clone_replace
+
+import theanompi.models.layers as L
+
+floatX = pytensor.config.floatX
+
+
+def ref_conv(x, w, stride, pad, flip=False):
+    """Explicit loops: y[n,o,i,j] = sum_{c,a,b} w[o,c,a,b] * xpad[n,c,i*sh+a,j*sw+b] (w flipped if flip)."""
+    if flip:
+        w = w[:, :, ::-1, ::-1]
+    (sh, sw), (ph, pw) = stride, pad
+    N, C, H, W = x.shape
+    O, _, kh, kw = w.shape
+    xp = np.zeros((N, C, H + 2 * ph, W + 2 * pw))
+    xp[:, :, ph:ph + H, pw:pw + W] = x
+    Ho, Wo = (H + 2 * ph - kh) // sh + 1, (W + 2 * pw - kw) // sw + 1
+    y = np.zeros((N, O, Ho, Wo))
+    for n in range(N):
+        for o in range(O):
+            for i in range(Ho):
+                for j in range(Wo):
+                    for c in range(C):
+                        for a in range(kh):
+                            for b in range(kw):
+                                y[n, o, i, j] += w[o, c, a, b] * xp[n, c, i * sh + a, j * sw + b]
+    return y
+
+
+def ref_pool(x, pool, stride, pad, mode):
+    (kh, kw), (sh, sw), (ph, pw) = pool, stride, pad
+    N, C, H, W = x.shape
+    fill = -np.inf if mode == "max" else 0.0
+    xp = np.full((N, C, H + 2 * ph, W + 2 * pw), fill)
+    xp[:, :, ph:ph + H, pw:pw + W] = x
+    Ho, Wo = (H + 2 * ph - kh) // sh + 1, (W + 2 * pw - kw) // sw + 1
+    y = np.zeros((N, C, Ho, Wo))
+    for i in range(Ho):
+        for j in range(Wo):
+            win = xp[:, :, i * sh:i * sh + kh, j * sw:j * sw + kw]
+            y[:, :, i, j] = win.max(axis=(2, 3)) if mode == "max" else win.sum(axis=(2, 3)) / (kh * kw)
+    return y
+
+
+def test_conv_layers_match_loops():
+    L.init.set_rng(0)
+    rng = np.random.default_rng(0)
+    l_in = L.InputLayer((None, 3, 7, 6))
+    b = L.init.Normal(1.0)
+    cases = {
+        "same": (L.Conv2DLayer(l_in, 4, 3, pad="same", b=b, nonlinearity=None), (1, 1), (1, 1), False),
+        "stride2_pad1": (L.Conv2DLayer(l_in, 5, (3, 2), stride=2, pad=1, b=b, nonlinearity=None), (2, 2), (1, 1), False),
+        "valid": (L.Conv2DLayer(l_in, 2, 4, pad="valid", b=b, nonlinearity=None), (1, 1), (0, 0), False),
+        "full": (L.Conv2DLayer(l_in, 2, (2, 3), pad="full", b=b, nonlinearity=None), (1, 1), (1, 2), False),
+        "flip": (L.Conv2DLayer(l_in, 3, 3, stride=(1, 2), pad=(0, 1), flip_filters=True, b=b, nonlinearity=None),
+                 (1, 2), (0, 1), True),
+        "relu": (L.Conv2DLayer(l_in, 3, 3, b=b), (1, 1), (0, 0), False),
+    }
+    untied = L.Conv2DLayer(l_in, 2, 3, pad=1, untie_biases=True, b=L.init.Normal(1.0), nonlinearity=None)
+    nobias = L.Conv2DLayer(l_in, 2, 3, b=None, nonlinearity=None)
+    layers = [c[0] for c in cases.values()] + [untied, nobias]
+    f = pytensor.function([l_in.input_var], L.get_output(layers))
+    x = rng.standard_normal((2, 3, 7, 6)).astype(floatX)
+    outs = f(x)
+    for (name, (layer, stride, pad, flip)), got in zip(cases.items(), outs):
+        W, bias = layer.W.get_value().astype(np.float64), layer.b.get_value().astype(np.float64)
+        want = ref_conv(x.astype(np.float64), W, stride, pad, flip) + bias[None, :, None, None]
+        if name == "relu":
+            want = np.maximum(want, 0)
+        assert got.shape == want.shape == (2,) + layer.output_shape[1:], name
+        assert got.dtype == np.dtype(floatX)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=name)
+    assert untied.b.get_value().shape == (2, 7, 6)
+    want = ref_conv(x, untied.W.get_value(), (1, 1), (1, 1)) + untied.b.get_value()[None]
+    np.testing.assert_allclose(outs[-2], want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(outs[-1], ref_conv(x, nobias.W.get_value(), (1, 1), (0, 0)), rtol=1e-4, atol=1e-4)
+    assert [p.name for p in L.get_all_params(nobias)] == ["W"]
+    assert cases["same"][0].output_shape == (None, 4, 7, 6)
+    assert cases["full"][0].output_shape == (None, 2, 8, 8)
+    assert L.get_output_shape(cases["stride2_pad1"][0], (9, 3, 11, 11)) == (9, 5, 6, 6)
+
+
+def test_conv_gradient_float64():
+    with pytensor.config.change_flags(floatX="float64"):
+        L.init.set_rng(1)
+        l_in = L.InputLayer((None, 2, 5, 5))
+        layer = L.Conv2DLayer(l_in, 3, 3, stride=2, pad=1, b=L.init.Normal(0.5), nonlinearity=L.nonlinearities.tanh,
+                              flip_filters=True)
+        out = L.get_output(layer)
+
+        def fun(x, w, b):
+            return clone_replace(out, {l_in.input_var: x, layer.W: w, layer.b: b})
+
+        rng = np.random.default_rng(0)
+        verify_grad(fun, [rng.standard_normal((2, 2, 5, 5)), layer.W.get_value(), layer.b.get_value()], rng=rng)
+
+
+def test_pool_layers_match_loops():
+    rng = np.random.default_rng(2)
+    l_in = L.InputLayer((None, 2, 7, 8))
+    cases = [
+        (L.MaxPool2DLayer(l_in, 2), (2, 2), (2, 2), (0, 0), "max"),
+        (L.MaxPool2DLayer(l_in, 3, stride=2, pad=1), (3, 3), (2, 2), (1, 1), "max"),
+        (L.MaxPool2DLayer(l_in, (2, 3), stride=(1, 2)), (2, 3), (1, 2), (0, 0), "max"),
+        (L.Pool2DLayer(l_in, 3, stride=2, pad=1, mode="average_inc_pad"), (3, 3), (2, 2), (1, 1), "avg"),
+    ]
+    gmean, gmax = L.GlobalPoolLayer(l_in), L.GlobalPoolLayer(l_in, pool_function=pt.max)
+    f = pytensor.function([l_in.input_var], L.get_output([c[0] for c in cases] + [gmean, gmax]))
+    x = rng.standard_normal((3, 2, 7, 8)).astype(floatX)
+    outs = f(x)
+    for (layer, pool, stride, pad, mode), got in zip(cases, outs):
+        want = ref_pool(x.astype(np.float64), pool, stride, pad, mode)
+        assert got.shape == want.shape == (3,) + layer.output_shape[1:]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(outs[-2], x.mean(axis=(2, 3)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(outs[-1], x.max(axis=(2, 3)))
+    assert gmean.output_shape == (None, 2)
+    assert cases[1][0].output_shape == (None, 2, 4, 4)
+
+
+def test_conv_and_pool_errors_quote_values():
+    l_in = L.InputLayer((None, 3, 8, 8))
+    with pytest.raises(ValueError, match=r"pad='same' needs odd filter sizes, got filter_size=\(4, 4\)"):
+        L.Conv2DLayer(l_in, 2, 4, pad="same")
+    with pytest.raises(ValueError, match="pad='half' is not allowed"):
+        L.Conv2DLayer(l_in, 2, 3, pad="half")
+    with pytest.raises(ValueError, match=r"input must be 4-D .* got shape \(None, 8\)"):
+        L.Conv2DLayer(L.InputLayer((None, 8)), 2, 3)
+    with pytest.raises(ValueError, match="number of input channels must be known"):
+        L.Conv2DLayer(L.InputLayer((None, None, 8, 8)), 2, 3)
+    with pytest.raises(ValueError, match="filter size 9 is larger than the padded input 8"):
+        L.Conv2DLayer(l_in, 2, 9)
+    with pytest.raises(ValueError, match="stride must be >= 1, got 0"):
+        L.Conv2DLayer(l_in, 2, 3, stride=0)
+    with pytest.raises(ValueError, match="num_filters must be a positive int, got 2.5"):
+        L.Conv2DLayer(l_in, 2.5, 3)
+    with pytest.raises(ValueError, match="ignore_border=False is not supported"):
+        L.MaxPool2DLayer(l_in, 2, ignore_border=False)
+    with pytest.raises(ValueError, match="mode='average_exc_pad' is not supported"):
+        L.Pool2DLayer(l_in, 2, mode="average_exc_pad")
+    with pytest.raises(ValueError, match=r"pad must be at most half of pool_size, got pad=\(2, 2\)"):
+        L.MaxPool2DLayer(l_in, 3, pad=2)
+    with pytest.raises(ValueError, match="at least 3 dimensions"):
+        L.GlobalPoolLayer(L.InputLayer((None, 4)))

@@ -1,0 +1,101 @@
+"""Checkpoints and resume under a real mpiexec."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from conftest import ASSETS, run_launcher, write_cfg
+from theanompi.checkpoint import load_checkpoint, resolve_checkpoint
+from theanompi.training import load_final_params
+
+
+@pytest.mark.parametrize("sync_type", ["cdd", "avg"])
+def test_bsp_resume_equals_uninterrupted_run(tmp_path, sync_type):
+    common = dict(MODEL_HIDDEN=64, BSP_SYNC_TYPE=sync_type, BSP_AVG_FREQ=3, CHECKPOINT_EVERY=2)
+    full = write_cfg(tmp_path / "full.cfg", N_EPOCHS=4, RUN_DIR="full", **common)
+    half = write_cfg(tmp_path / "half.cfg", N_EPOCHS=2, RUN_DIR="half", **common)
+    rest = write_cfg(tmp_path / "rest.cfg", N_EPOCHS=4, RUN_DIR="rest", RESUME="half/checkpoints", **common)
+    outputs = {}
+    for name, cfg in (("full", full), ("half", half), ("rest", rest)):
+        proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        outputs[name] = proc.stdout
+    assert "resumed from" in outputs["rest"] and "after epoch 2" in outputs["rest"]
+    assert len([line for line in outputs["rest"].splitlines() if "] epoch " in line]) == 2
+    for a, b in zip(load_final_params(tmp_path / "full"), load_final_params(tmp_path / "rest")):
+        np.testing.assert_array_equal(a, b)  # same data order, same arithmetic: bit for bit
+    ckpt = load_checkpoint(tmp_path / "half" / "checkpoints")
+    assert ckpt["epoch"] == 1 and ckpt["n_workers"] == 2 and ckpt["rule"] == "BSP"
+    assert len(ckpt["worker_state"][0]) == 1 + 4  # lr + one velocity per param
+
+
+def test_killed_worker_leaves_last_checkpoint_intact_and_resume_continues(tmp_path):
+    cfg = write_cfg(tmp_path / "s.cfg", MODELFILE=str(ASSETS / "contract_models.py"), MODELCLASS="Sleeper",
+                    N_EPOCHS=6, CHECKPOINT_EVERY=1, MODEL_BATCH_SIZE=256, RUN_DIR="run")
+    exe = os.path.join(os.path.dirname(sys.executable), "tmlauncher")
+    proc = subprocess.Popen([exe, f"-cfg={cfg}"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    latest = tmp_path / "run" / "checkpoints" / "latest"
+    deadline = time.time() + 120
+    while time.time() < deadline and not latest.exists():
+        time.sleep(0.2)
+    time.sleep(0.7)  # mid-way through the next epoch
+    os.kill(int((tmp_path / "run" / "ranks" / "rank-1.pid").read_text()), signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    saved = load_checkpoint(tmp_path / "run" / "checkpoints")  # intact and loadable
+    resumed = write_cfg(tmp_path / "r.cfg", N_EPOCHS=6, MODEL_BATCH_SIZE=256, RESUME="run/checkpoints",
+                        RUN_DIR="resumed")
+    proc2, _ = run_launcher(f"-cfg={resumed}", cwd=tmp_path)
+    assert proc2.returncode == 0, proc2.stderr
+    summary = json.loads((tmp_path / "resumed" / "summary.json").read_text())
+    assert summary["epochs"] == 6 - (saved["epoch"] + 1)  # lost at most the interrupted epoch
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (b"garbage", "not a readable hickle file"),
+    (None, "refusing to load the pickled global"),
+])
+def test_corrupt_or_unsafe_checkpoint_is_refused_at_launch(tmp_path, content, fragment):
+    path = tmp_path / "ckpt.hkl"
+    if content is None:
+        import hickle
+
+        class Payload:
+            def __reduce__(self):
+                return (os.system, ("touch " + str(tmp_path / "pwned"),))
+
+        hickle.dump({"format": 1, "x": Payload()}, str(path), mode="w")
+    else:
+        path.write_bytes(content)
+    cfg = write_cfg(tmp_path / "s.cfg", RESUME=str(path))
+    proc, seconds = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
+    assert proc.returncode == 2 and fragment in proc.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "pwned").exists()
+    assert seconds < 10
+
+
+def test_checkpoint_options_checked(tmp_path):
+    cfg = write_cfg(tmp_path / "s.cfg", RULE="GOSGD", CHECKPOINT_EVERY=1)
+    proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
+    assert proc.returncode == 2 and "checkpoints are not available for RULE=GOSGD yet" in proc.stderr
+    cfg = write_cfg(tmp_path / "s.cfg", RESUME="nowhere")
+    proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
+    assert proc.returncode == 2 and "RESUME='" in proc.stderr and "no such checkpoint file" in proc.stderr
+
+
+def test_asgd_checkpoint_resume(tmp_path):
+    keys = dict(RULE="ASGD", MODEL_HIDDEN=64, CHECKPOINT_EVERY=1)
+    first = write_cfg(tmp_path / "a.cfg", N_EPOCHS=2, RUN_DIR="a", **keys)
+    assert run_launcher(f"-cfg={first}", cwd=tmp_path)[0].returncode == 0
+    second = write_cfg(tmp_path / "b.cfg", N_EPOCHS=4, RUN_DIR="b", RESUME="a/checkpoints", **keys)
+    proc, _ = run_launcher(f"-cfg={second}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert summary["epochs"] == 2 and summary["final_val_accuracy"] >= 0.9
+    assert resolve_checkpoint(tmp_path / "b" / "checkpoints").name == "ckpt-epoch-0003.hkl"

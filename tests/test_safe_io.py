@@ -1,0 +1,47 @@
+import numpy as np
+import pytest
+
+from theanompi.errors import ConfigError
+from theanompi.safe_io import UnsafeFileError, load_hickle, save_hickle_atomically
+
+HITS = []
+
+
+def mark(value):  # would run on an unsafe load
+    HITS.append(value)
+    return value
+
+
+class Evil:
+    def __reduce__(self):
+        return (mark, ("pwned",))
+
+
+def test_round_trip_of_plain_data(tmp_path):
+    obj = {"params": [np.arange(6, dtype=np.float32).reshape(2, 3), np.zeros(2)], "epoch": 3, "name": "x",
+           "lr": 0.5, "flags": [True, None], "scalar": np.float64(2.5)}
+    path = save_hickle_atomically(obj, tmp_path / "c.hkl")
+    back = load_hickle(path)
+    assert back["epoch"] == 3 and back["name"] == "x" and back["flags"] == [True, None]
+    np.testing.assert_array_equal(back["params"][0], obj["params"][0])
+    assert not list(tmp_path.glob(".*tmp"))
+
+
+def test_pickled_code_is_refused_without_running(tmp_path):
+    import hickle
+
+    hickle.dump({"a": np.ones(2), "evil": Evil()}, str(tmp_path / "evil.hkl"), mode="w")
+    HITS.clear()
+    with pytest.raises(UnsafeFileError, match="refusing to load the pickled global 'test_safe_io.Evil'|"
+                                              "refusing to load the pickled global 'test_safe_io.mark'"):
+        load_hickle(tmp_path / "evil.hkl")
+    assert HITS == []
+
+
+def test_corrupt_and_missing_files(tmp_path):
+    bad = tmp_path / "bad.hkl"
+    bad.write_bytes(b"not an hdf5 file at all")
+    with pytest.raises(ConfigError, match="not a readable hickle file"):
+        load_hickle(bad)
+    with pytest.raises(ConfigError, match="no such file"):
+        load_hickle(tmp_path / "none.hkl")

@@ -1,0 +1,63 @@
+"""Checkpoints: hickle files written atomically, loaded without unpickling arbitrary objects.
+
+A checkpoint holds, for every worker, its parameters and its model's extra state
+(``state_vars``: optimizer velocities, learning rate, ...), plus the rule, the
+last completed epoch and the iteration counter (the recorder's position). The
+data order needs no state: it is a pure function of (SEED, epoch).
+
+Files: ``CHECKPOINT_DIR/ckpt-epoch-0003.hkl`` (epoch 3 completed) and
+``CHECKPOINT_DIR/latest`` naming the newest one; both are replaced by rename,
+so a crash never leaves a half-written checkpoint behind.
+
+Example
+-------
+>>> path = save_checkpoint("runs/x/checkpoints", {"epoch": 0, ...})    # doctest: +SKIP
+>>> resolve_checkpoint("runs/x/checkpoints") == path                   # doctest: +SKIP
+True
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from theanompi.errors import ConfigError
+from theanompi.safe_io import load_hickle, save_hickle_atomically
+
+FORMAT = 1
+REQUIRED = ("format", "rule", "epoch", "iteration", "n_workers", "worker_params", "worker_state")
+
+
+def save_checkpoint(directory, payload: dict) -> Path:
+    """Write ``payload`` as the checkpoint of epoch ``payload['epoch']``; update ``latest``."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = save_hickle_atomically({"format": FORMAT, **payload}, directory / f"ckpt-epoch-{payload['epoch']:04d}.hkl")
+    tmp = directory / ".latest.tmp"
+    tmp.write_text(path.name + "\n")
+    tmp.replace(directory / "latest")
+    return path
+
+
+def resolve_checkpoint(path) -> Path:
+    """A checkpoint file, or a checkpoint directory's newest one (ConfigError if there is none)."""
+    path = Path(path)
+    if path.is_dir():
+        latest = path / "latest"
+        if not latest.is_file():
+            raise ConfigError(f"RESUME={str(path)!r}: the directory holds no checkpoint ('latest' is missing)")
+        path = path / latest.read_text().strip()
+    if not path.is_file():
+        raise ConfigError(f"RESUME={str(path)!r}: no such checkpoint file")
+    return path
+
+
+def load_checkpoint(path) -> dict:
+    """The checkpoint's contents, checked for completeness (ConfigError, UnsafeFileError)."""
+    path = resolve_checkpoint(path)
+    payload = load_hickle(path)
+    if not isinstance(payload, dict) or any(k not in payload for k in REQUIRED):
+        missing = [k for k in REQUIRED if not isinstance(payload, dict) or k not in payload]
+        raise ConfigError(f"RESUME={str(path)!r}: not a theanompi checkpoint (missing {', '.join(missing)})")
+    if payload["format"] != FORMAT:
+        raise ConfigError(f"RESUME={str(path)!r}: checkpoint format {payload['format']} is not {FORMAT}")
+    return payload

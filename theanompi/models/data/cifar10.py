@@ -1,0 +1,278 @@
+"""CIFAR-10 from the standard python batch files, unpickled without executing anything.
+
+The directory (cfg ``MODEL_DATA_DIR`` later) holds what ``cifar-10-python.tar.gz``
+unpacks to: ``data_batch_1`` .. ``data_batch_5`` (training, 10,000 images each)
+and ``test_batch`` (validation). Each file is a pickle of a dict with
+``b'data'`` (uint8, ``(N, 3072)``: 1024 red, 1024 green, 1024 blue values, each a
+row-major 32x32 plane) and ``b'labels'`` (N ints in 0..9), plus
+``b'batch_label'`` and ``b'filenames'``.
+
+Security: a pickle can run any callable it names, so the files are read with
+:class:`RestrictedUnpickler`, whose ``find_class`` resolves only numpy's array
+reconstruction globals (:data:`ALLOWED_GLOBALS`) and refuses every other one
+with :class:`UnsafePickleError` *before* anything is called.
+
+Batches are float32 NCHW scaled to [0, 1], minus the per-channel mean of the
+training images unless ``subtract_mean=False``; labels are int32. The images stay
+uint8 in memory (``x_train``/``x_val``, 184 MB for the whole set) and are
+converted batch by batch.
+
+Example
+-------
+>>> data = Cifar10Data("/data/cifar-10-batches-py", batch_size=128, rank=0, size=2, seed=0,
+...                    train_size=1000, val_size=200)             # doctest: +SKIP
+>>> xb, yb = data.train_batch(0)                                  # doctest: +SKIP
+>>> xb.shape, xb.dtype, yb.dtype                                  # doctest: +SKIP
+((128, 3, 32, 32), dtype('float32'), dtype('int32'))
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from pathlib import Path
+
+import numpy as np
+
+from theanompi.errors import ConfigError
+from theanompi.models.data.base import ShardedArrayData
+
+log = logging.getLogger(__name__)
+
+TRAIN_FILES = tuple(f"data_batch_{i}" for i in range(1, 6))
+TEST_FILE = "test_batch"
+N_CLASSES = 10
+IMAGE_SHAPE = (3, 32, 32)
+N_PIXELS = 3 * 32 * 32
+
+
+def _allowed_globals() -> dict[tuple[str, str], object]:
+    try:
+        from numpy._core import multiarray
+    except ImportError:  # numpy < 2
+        from numpy.core import multiarray
+
+    return {
+        ("numpy.core.multiarray", "_reconstruct"): multiarray._reconstruct,  # numpy 1.x spelling (official files)
+        ("numpy._core.multiarray", "_reconstruct"): multiarray._reconstruct,  # numpy >= 2
+        ("numpy", "ndarray"): np.ndarray,
+        ("numpy", "dtype"): np.dtype,
+    }
+
+
+#: The only globals a CIFAR-10 batch file may reference: numpy's array reconstruction.
+ALLOWED_GLOBALS = _allowed_globals()
+
+
+class UnsafePickleError(ConfigError):
+    """A pickle names a global outside :data:`ALLOWED_GLOBALS`; nothing was called."""
+
+
+class RestrictedUnpickler(pickle.Unpickler):
+    """An Unpickler that resolves only :data:`ALLOWED_GLOBALS` and refuses every other global.
+
+    Without a global, a pickle can build only dicts, lists, tuples, strings,
+    bytes and numbers, so a refused global means no code from the file runs.
+
+    Parameters
+    ----------
+    file : binary file
+        The pickle stream.
+    source : str
+        Name for error messages (usually the path).
+
+    Example
+    -------
+    >>> import io, os
+    >>> class Evil:
+    ...     def __reduce__(self):
+    ...         return (os.system, ("echo pwned",))
+    >>> try:
+    ...     RestrictedUnpickler(io.BytesIO(pickle.dumps(Evil())), source="evil.pkl").load()
+    ... except UnsafePickleError as e:
+    ...     print(str(e)[:66])
+    refusing to unpickle 'evil.pkl': it references the global 'posix.s
+    """
+
+    def __init__(self, file, source: str = "<pickle>", encoding: str = "bytes"):
+        super().__init__(file, encoding=encoding)
+        self.source = source
+
+    def find_class(self, module: str, name: str):
+        try:
+            return ALLOWED_GLOBALS[(module, name)]
+        except KeyError:
+            allowed = ", ".join(f"{m}.{n}" for m, n in ALLOWED_GLOBALS)
+            raise UnsafePickleError(
+                f"refusing to unpickle {self.source!r}: it references the global '{module}.{name}' "
+                f"(only {allowed} are allowed)"
+            ) from None
+
+    def persistent_load(self, pid):
+        raise UnsafePickleError(f"refusing to unpickle {self.source!r}: it uses a persistent id ({pid!r})")
+
+
+def safe_unpickle(path) -> object:
+    """Unpickle ``path`` with :class:`RestrictedUnpickler` (``encoding='bytes'``, like the official loader).
+
+    Raises
+    ------
+    ConfigError
+        The file is missing or not a readable pickle.
+    UnsafePickleError
+        The pickle references a global other than numpy's array reconstruction.
+
+    Example
+    -------
+    >>> safe_unpickle("cifar-10-batches-py/test_batch")[b"data"].shape    # doctest: +SKIP
+    (10000, 3072)
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"CIFAR-10 file '{path}' is missing")
+    try:
+        with open(path, "rb") as f:
+            return RestrictedUnpickler(f, source=str(path)).load()
+    except UnsafePickleError:
+        raise
+    except Exception as e:  # truncated, not a pickle, bad state for numpy, ...
+        raise ConfigError(f"CIFAR-10 file '{path}' is not a readable pickle: {type(e).__name__}: {e}") from None
+
+
+def _entry(batch: dict, key: str, path: Path):
+    for k in (key.encode(), key):
+        if k in batch:
+            return batch[k]
+    raise ConfigError(f"CIFAR-10 file '{path}' has no {key.encode()!r} entry (keys: {sorted(map(repr, batch))})")
+
+
+def load_cifar_batch(path) -> tuple[np.ndarray, np.ndarray]:
+    """(images uint8 ``(N, 3, 32, 32)``, labels int32 ``(N,)``) of one batch file, checked.
+
+    Example
+    -------
+    >>> x, y = load_cifar_batch("cifar-10-batches-py/data_batch_1")      # doctest: +SKIP
+    >>> x.shape, y[:3]                                                    # doctest: +SKIP
+    ((10000, 3, 32, 32), array([6, 9, 9], dtype=int32))
+    """
+    path = Path(path)
+    batch = safe_unpickle(path)
+    if not isinstance(batch, dict):
+        raise ConfigError(f"CIFAR-10 file '{path}' holds a {type(batch).__name__}, not a dict")
+    data = _entry(batch, "data", path)
+    if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != N_PIXELS:
+        shape = getattr(data, "shape", None)
+        dtype = getattr(data, "dtype", type(data).__name__)
+        raise ConfigError(f"CIFAR-10 file '{path}': data has shape {shape} and dtype {dtype}; "
+                          f"expected uint8 (N, {N_PIXELS})")
+    try:
+        labels = np.asarray(_entry(batch, "labels", path))
+    except ValueError as e:
+        raise ConfigError(f"CIFAR-10 file '{path}': labels are not a list of integers ({e})") from None
+    if labels.ndim != 1 or len(labels) != len(data):
+        raise ConfigError(f"CIFAR-10 file '{path}': {len(data)} images but labels of shape {labels.shape}")
+    if len(labels) and labels.dtype.kind not in "iu":
+        raise ConfigError(f"CIFAR-10 file '{path}': labels have dtype {labels.dtype}; expected integers")
+    bad = np.flatnonzero((labels < 0) | (labels >= N_CLASSES))
+    if len(bad):
+        raise ConfigError(f"CIFAR-10 file '{path}': label {labels[bad[0]]!r} at index {bad[0]} is outside "
+                          f"0..{N_CLASSES - 1}")
+    return data.reshape((-1,) + IMAGE_SHAPE), labels.astype(np.int32)
+
+
+def _check_size(name: str, value, available: int) -> int:
+    if value is None:
+        return available
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not 1 <= value <= available:
+        raise ConfigError(f"{name}={value!r} is not allowed; use an integer in 1..{available} (or None for all)")
+    return int(value)
+
+
+def load_cifar10(data_dir, train_size: int | None = None, val_size: int | None = None):
+    """((x_train, y_train), (x_val, y_val)) as uint8 NCHW images and int32 labels.
+
+    Parameters
+    ----------
+    data_dir : path
+        Directory holding ``data_batch_1..5`` and ``test_batch``.
+    train_size, val_size : int, optional
+        Keep only the first ``train_size`` training / ``val_size`` test images (in
+        file order); files not needed for them are checked to exist but not read.
+
+    Example
+    -------
+    >>> (xt, yt), (xv, yv) = load_cifar10("cifar-10-batches-py", train_size=500)   # doctest: +SKIP
+    >>> xt.shape, xv.shape                                                        # doctest: +SKIP
+    ((500, 3, 32, 32), (10000, 3, 32, 32))
+    """
+    root = Path(data_dir)
+    if not root.is_dir():
+        raise ConfigError(f"CIFAR-10 directory '{root}' does not exist (expected the unpacked "
+                          "cifar-10-python.tar.gz: data_batch_1..5, test_batch)")
+    for name in TRAIN_FILES + (TEST_FILE,):
+        if not (root / name).is_file():
+            raise ConfigError(f"CIFAR-10 file '{root / name}' is missing (expected data_batch_1..5 and test_batch)")
+    xs, ys, n = [], [], 0
+    for name in TRAIN_FILES:
+        if train_size is not None and n >= train_size:
+            break
+        x, y = load_cifar_batch(root / name)
+        xs.append(x), ys.append(y)
+        n += len(x)
+    x_train, y_train = np.concatenate(xs), np.concatenate(ys)
+    if train_size is not None:
+        train_size = _check_size("train_size", train_size, len(x_train))
+        x_train, y_train = x_train[:train_size], y_train[:train_size]
+    x_val, y_val = load_cifar_batch(root / TEST_FILE)
+    val_size = _check_size("val_size", val_size, len(x_val))
+    log.debug("CIFAR-10 from %s: %d training, %d validation images", root, len(x_train), val_size)
+    return (x_train, y_train), (x_val[:val_size], y_val[:val_size])
+
+
+class Cifar10Data(ShardedArrayData):
+    """CIFAR-10 sharded by rank: float32 NCHW batches in [0, 1], optionally minus the channel means.
+
+    Parameters
+    ----------
+    data_dir : path
+        Directory of the python batch files (``data_batch_1..5``, ``test_batch``).
+    batch_size, rank, size, seed : int
+        As for :class:`~theanompi.models.data.base.ShardedArrayData`.
+    train_size, val_size : int, optional
+        Use only the first images (small tests, quick runs).
+    subtract_mean : bool
+        Subtract the per-channel mean of the (used) training images, in [0, 1] units.
+
+    Attributes
+    ----------
+    mean : ndarray
+        float32 ``(1, 3, 1, 1)`` subtracted from every batch (zeros without ``subtract_mean``).
+
+    Example
+    -------
+    >>> data = Cifar10Data("cifar-10-batches-py", 64, rank=0, size=1, seed=0, train_size=256)  # doctest: +SKIP
+    >>> data.n_batch_train, data.input_shape                                                   # doctest: +SKIP
+    (4, (3, 32, 32))
+    """
+
+    def __init__(self, data_dir, batch_size: int, rank: int, size: int, seed: int, *,
+                 train_size: int | None = None, val_size: int | None = None, subtract_mean: bool = True):
+        (xt, yt), (xv, yv) = load_cifar10(data_dir, train_size, val_size)
+        super().__init__(xt, yt, xv, yv, batch_size, rank, size, seed)
+        mean = np.zeros((1, 3, 1, 1), np.float32)
+        if subtract_mean:
+            sums = xt.sum(axis=(0, 2, 3), dtype=np.float64)
+            mean[0, :, 0, 0] = sums / (len(xt) * 32 * 32 * 255.0)
+        self.mean = mean
+
+    def _convert(self, x: np.ndarray) -> np.ndarray:
+        out = x.astype(np.float32)
+        out *= np.float32(1.0 / 255.0)
+        out -= self.mean
+        return out
+
+    def load_train(self, units, count):
+        return self._convert(self.x_train[units]), self.y_train[units]
+
+    def load_val(self, units, count):
+        return self._convert(self.x_val[units]), self.y_val[units]

@@ -1,0 +1,491 @@
+"""ImageNet-style directories of hickle batch files (Theano-MPI's layout), sharded by file.
+
+Directory convention
+--------------------
+``train_dir`` (and the optional ``val_dir``) hold batch files ``*.hkl``,
+``*.hickle``, ``*.h5`` or ``*.hdf5``, taken in natural name order (``2.hkl``
+before ``10.hkl``); other files are ignored. **One file is one batch**: every file
+of a directory holds the same number ``B`` of images of one shape, either
+
+* a bare image array; its labels then come from a labels file (``train_labels``,
+  ``val_labels``: ``.npy`` or hickle, one integer per image in file order, so
+  file ``k`` has ``labels[k*B:(k+1)*B]``, like Theano-MPI's ``train_labels.npy``), or
+* a dict ``{'data': images, 'labels': B integers}`` (no labels file then).
+
+The image array is ``(B, C, H, W)`` (``layout='bchw'``) or Theano-MPI's
+``(C, H, W, B)`` (``layout='chwb'``, its "c01b"); any integer or float dtype (usually
+uint8). ``mean_file`` (``.npy`` or hickle) is the ``(C, H, W)`` mean image (Theano-MPI's
+``img_mean.npy``) or a per-channel ``(C,)``/``(C, 1, 1)`` mean, channel-first in both
+layouts and in stored pixel units.
+
+Batches are float32 ``(B, C, crop, crop)``: ``(crop(x) - crop(mean)) * scale``.
+Training takes a random crop and, with ``flip``, a random horizontal flip per image,
+seeded by (seed, epoch, batch slot) so every run and rank count sees the same
+augmentation; validation takes the center crop. The *file list* is sharded over
+ranks with :class:`~theanompi.models.data.base.DataClass` (common per-epoch
+shuffle of the files, padded by wrapping so every rank has ``n_batch_train``
+files); validation files are split into contiguous shards.
+
+Security
+--------
+``hickle.load`` unpickles the type table every hickle >= 4 file carries and any
+object hickle could not map, so it is never called: :func:`read_hickle` walks the
+HDF5 structure with h5py and reads only numeric datasets (hickle 4/5 arrays,
+lists and dicts of them, hickle 3 arrays and dicts, plain HDF5 datasets). Type
+entries are checked *as bytes* (:mod:`pickletools`, nothing is unpickled) to name
+only plain types; a pickled node, a non-numeric dataset or a link to another file
+raises :class:`UnsafeHickleError`.
+
+Example
+-------
+>>> data = HickleBatchData("imagenet/train_hkl", rank=0, size=4, seed=0,
+...                        train_labels="imagenet/labels/train_labels.npy",
+...                        val_dir="imagenet/val_hkl", val_labels="imagenet/labels/val_labels.npy",
+...                        mean_file="imagenet/misc/img_mean.npy", layout="chwb", crop_size=227)  # doctest: +SKIP
+>>> xb, yb = data.train_batch(0)                                                              # doctest: +SKIP
+>>> xb.shape, data.n_batch_train                                                              # doctest: +SKIP
+((128, 3, 227, 227), 2502)
+"""
+
+from __future__ import annotations
+
+import logging
+import pickletools
+import re
+from pathlib import Path
+
+import numpy as np
+
+from theanompi.errors import ConfigError
+from theanompi.models.data.base import ArraySpec, DataClass
+
+log = logging.getLogger(__name__)
+
+BATCH_SUFFIXES = (".hkl", ".hickle", ".h5", ".hdf5")
+LAYOUTS = ("bchw", "chwb")
+
+#: Types a hickle type-table entry may name (checked statically, never unpickled).
+ALLOWED_TYPE_GLOBALS = {
+    ("numpy", "ndarray"), ("builtins", "dict"), ("builtins", "list"), ("builtins", "tuple"),
+    ("builtins", "int"), ("builtins", "float"),
+}
+#: hickle base types read as numeric arrays, and the one read as a dict.
+_ARRAY_BASES = {"ndarray", "list", "tuple", "int", "float"}
+_V3_ARRAY_TYPES = {"ndarray", "<class 'list'>", "<type 'list'>", "<class 'tuple'>", "<type 'tuple'>"}
+_V3_DICT_TYPES = {"<class 'dict'>", "<type 'dict'>"}
+_TYPE_PICKLE_OPS = {"PROTO", "FRAME", "SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "MEMOIZE",
+                    "BINPUT", "LONG_BINPUT", "PUT", "STACK_GLOBAL", "GLOBAL", "STOP"}
+
+
+class UnsafeHickleError(ConfigError):
+    """A hickle/HDF5 file carries a pickled object or other content that is not plain numeric data."""
+
+
+# ----- safe hickle reading ----------------------------------------------------------------
+def _text(value) -> str:
+    if isinstance(value, np.ndarray):
+        value = value.ravel()[0] if value.size else b""
+    if isinstance(value, (bytes, np.bytes_)):
+        return bytes(value).decode("utf-8", "replace")
+    return str(value)
+
+
+def _check_type_pickle(raw: bytes, path: Path, where: str) -> None:
+    """Refuse a hickle type entry unless it is a bare reference to an allowed type (no unpickling)."""
+    strings, found = [], []
+    try:
+        for op, arg, _ in pickletools.genops(raw):
+            if op.name not in _TYPE_PICKLE_OPS:
+                raise UnsafeHickleError(f"hickle file '{path}': the type of node {where!r} is a pickle that "
+                                        f"runs opcode {op.name}; refusing to load it")
+            if isinstance(arg, str) and op.name in ("SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE"):
+                strings.append(arg)
+            elif op.name == "GLOBAL":
+                found.append(tuple(arg.split(" ", 1)))
+            elif op.name == "STACK_GLOBAL":
+                found.append(tuple(strings[-2:]))
+    except UnsafeHickleError:
+        raise
+    except Exception as e:
+        raise UnsafeHickleError(f"hickle file '{path}': the type of node {where!r} is not a readable type "
+                                f"reference ({e})") from None
+    if len(found) != 1 or found[0] not in ALLOWED_TYPE_GLOBALS:
+        name = ", ".join(".".join(g) for g in found) or "nothing"
+        raise UnsafeHickleError(f"hickle file '{path}': node {where!r} has type {name!r}, a pickled global that "
+                                "is not a plain array/dict/list type; refusing to load it")
+
+
+def _pickled(path: Path, where: str) -> UnsafeHickleError:
+    return UnsafeHickleError(f"hickle file '{path}' carries a pickled Python object at node {where!r} "
+                             "(hickle pickles objects of types it does not know); refusing to load it")
+
+
+def _hard_child(group, name: str, path: Path):
+    import h5py
+
+    link = group.get(name, getlink=True)
+    if link is None:
+        return None
+    if not isinstance(link, h5py.HardLink):
+        raise UnsafeHickleError(f"hickle file '{path}': node {name!r} in {group.name!r} is a "
+                                f"{type(link).__name__}; only data stored in the file itself is read")
+    return group[name]
+
+
+def _numeric(node, path: Path) -> np.ndarray:
+    import h5py
+
+    if not isinstance(node, h5py.Dataset):
+        raise UnsafeHickleError(f"hickle file '{path}': node {node.name!r} is a group where an array was expected")
+    if node.dtype.kind not in "biuf" or node.dtype.fields is not None:
+        raise UnsafeHickleError(f"hickle file '{path}': node {node.name!r} holds non-numeric data "
+                                f"(dtype {node.dtype}), e.g. a pickled object; only numeric arrays are read")
+    return np.asarray(node[()])
+
+
+def _v4_base_type(f, node, path: Path) -> str:
+    import h5py
+
+    attrs = node.attrs
+    if "type" not in attrs:
+        raise _pickled(path, node.name)  # hickle >= 4 writes pickled objects without a 'type'
+    t = attrs["type"]
+    try:
+        if isinstance(t, h5py.Reference):
+            entry = f[t]
+            raw = np.asarray(entry[()]).tobytes()
+            base = entry.attrs.get("base_type")
+            base = f[base].name.rsplit("/", 1)[-1] if isinstance(base, h5py.Reference) else _text(base)
+        else:  # hickle 4.0: the pickled type in the attribute itself
+            raw = np.asarray(t).tobytes()
+            base = _text(attrs.get("base_type", b"pickle"))
+    except (ValueError, KeyError, TypeError, OSError) as e:
+        raise UnsafeHickleError(f"hickle file '{path}': node {node.name!r} has a malformed type ({e})") from None
+    if base == "pickle":
+        raise _pickled(path, node.name)
+    _check_type_pickle(raw, path, node.name)
+    return base
+
+
+def _dict_key(name: str, node, path: Path) -> str:
+    kind = _text(node.attrs.get("key_base_type", b"str"))
+    if kind != "str":
+        raise UnsafeHickleError(f"hickle file '{path}': dict key {name!r} has type {kind!r}; only str keys are read")
+    return name[1:-1] if len(name) >= 2 and name[0] == name[-1] and name[0] in "\"'" else name
+
+
+def _read_v4_node(f, node, path: Path):
+    import h5py
+
+    base = _v4_base_type(f, node, path)
+    if base == "dict":
+        if not isinstance(node, h5py.Group):
+            raise UnsafeHickleError(f"hickle file '{path}': dict node {node.name!r} is not a group")
+        return {_dict_key(name, child, path): _read_v4_node(f, child, path)
+                for name, child in ((n, _hard_child(node, n, path)) for n in node)}
+    if base in _ARRAY_BASES:
+        return _numeric(node, path)
+    raise UnsafeHickleError(f"hickle file '{path}': node {node.name!r} holds a {base!r} object; only arrays, "
+                            "lists of numbers and dicts of them are read")
+
+
+def _read_v3_node(node, path: Path):
+    import h5py
+
+    kind = _text(node.attrs.get("type", b"pickle"))
+    if kind == "pickle":
+        raise _pickled(path, node.name)
+    if kind in _V3_DICT_TYPES and isinstance(node, h5py.Group):
+        out = {}
+        for name in node:
+            item = _hard_child(node, name, path)
+            inner = _hard_child(item, "data_0", path) if isinstance(item, h5py.Group) else None
+            if _text(item.attrs.get("type", b"")) != "dict_item" or inner is None:
+                raise UnsafeHickleError(f"hickle file '{path}': dict entry {item.name!r} is malformed")
+            out[_dict_key(name, item, path)] = _read_v3_node(inner, path)
+        return out
+    if kind in _V3_ARRAY_TYPES:
+        return _numeric(node, path)
+    raise UnsafeHickleError(f"hickle file '{path}': node {node.name!r} holds a {kind!r} object; only arrays, "
+                            "lists of numbers and dicts of them are read")
+
+
+def read_hickle(path):
+    """The arrays of a hickle (v3, v4, v5) or plain HDF5 file, without unpickling anything.
+
+    Returns
+    -------
+    ndarray or dict of str -> ndarray
+        A file holding one array gives the array; a dict gives a dict (nested
+        dicts stay dicts); a plain HDF5 file gives its root datasets by name.
+
+    Raises
+    ------
+    ConfigError
+        The path is missing or not an HDF5 file.
+    UnsafeHickleError
+        The file carries a pickled object or anything but numeric data.
+
+    Example
+    -------
+    >>> import hickle, tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "b.hkl")
+    >>> hickle.dump({"data": np.zeros((2, 3), np.uint8), "labels": [4, 5]}, p)
+    >>> d = read_hickle(p)
+    >>> sorted(d), d["labels"].tolist()
+    (['data', 'labels'], [4, 5])
+    """
+    import h5py
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"hickle file '{path}' does not exist")
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise ConfigError(f"'{path}' is not a hickle/HDF5 file ({e})") from None
+    with f:
+        attrs = f.attrs
+        if "HICKLE_VERSION" in attrs:
+            node = _hard_child(f, "data", path)
+            if node is None:
+                raise ConfigError(f"hickle file '{path}' has no 'data' node")
+            return _read_v4_node(f, node, path)
+        if _text(attrs.get("CLASS", b"")) == "hickle":
+            node = _hard_child(f, "data_0", path)
+            if node is None:
+                raise ConfigError(f"hickle v3 file '{path}' has no 'data_0' node")
+            return _read_v3_node(node, path)
+        out = {}
+        for name in f:
+            node = _hard_child(f, name, path)
+            out[name] = _numeric(node, path)
+        if not out:
+            raise ConfigError(f"HDF5 file '{path}' holds no datasets")
+        return out
+
+
+def read_array(path, what: str) -> np.ndarray:
+    """One array from ``.npy`` (never pickled objects) or a hickle/HDF5 file holding a single array."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{what} '{path}' does not exist")
+    if path.suffix == ".npy":
+        try:
+            return np.load(path, allow_pickle=False)
+        except ValueError as e:
+            raise ConfigError(f"{what} '{path}' is not a plain numeric .npy array ({e})") from None
+    content = read_hickle(path)
+    if isinstance(content, dict):
+        if len(content) != 1:
+            raise ConfigError(f"{what} '{path}' holds a dict with keys {sorted(content)}; expected one array")
+        content = next(iter(content.values()))
+    return content
+
+
+# ----- the loader -------------------------------------------------------------------------
+def _natural_key(p: Path):
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", p.name)]
+
+
+def list_batch_files(directory, what: str) -> list[Path]:
+    """The batch files of ``directory`` in natural name order; ConfigError if none."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise ConfigError(f"{what} directory '{d}' does not exist")
+    files = sorted((p for p in d.iterdir() if p.suffix in BATCH_SUFFIXES and p.is_file()), key=_natural_key)
+    if not files:
+        raise ConfigError(f"{what} directory '{d}' holds no batch files ({', '.join(BATCH_SUFFIXES)})")
+    return files
+
+
+def _check_labels(labels, n_classes: int, where: str) -> np.ndarray:
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or (labels.size and labels.dtype.kind not in "iu"):
+        raise ConfigError(f"{where}: labels of shape {labels.shape} and dtype {labels.dtype}; "
+                          "expected a 1-D integer array")
+    bad = np.flatnonzero((labels < 0) | (labels >= n_classes))
+    if len(bad):
+        raise ConfigError(f"{where}: label {labels[bad[0]]!r} at index {bad[0]} is outside 0..{n_classes - 1}")
+    return labels.astype(np.int32)
+
+
+class _Split:
+    """Files of one split, their batch size and image shape, and the labels file's labels (or None)."""
+
+    def __init__(self, owner: "HickleBatchData", directory, labels_file, what: str):
+        self.owner, self.what = owner, what
+        self.files = list_batch_files(directory, what)
+        first, first_labels = owner._read_raw(self.files[0])
+        self.batch, self.image_shape = first.shape[0], first.shape[1:]
+        if self.batch < 1:
+            raise ConfigError(f"{what} file '{self.files[0]}' holds no images")
+        self.labels = None
+        if labels_file is not None:
+            if first_labels is not None:
+                raise ConfigError(f"{what} labels are given twice: in '{self.files[0]}' and in '{labels_file}'; "
+                                  "drop the labels file or the files' 'labels' entries")
+            labels = _check_labels(read_array(labels_file, f"{what} labels file"), owner.n_classes,
+                                   f"{what} labels file '{labels_file}'")
+            expected = len(self.files) * self.batch
+            if len(labels) != expected:
+                raise ConfigError(f"{what} labels file '{labels_file}' has {len(labels)} labels; expected "
+                                  f"{expected} ({len(self.files)} files x {self.batch} images)")
+            self.labels = labels
+        elif first_labels is None:
+            raise ConfigError(f"{what} file '{self.files[0]}' holds bare images and no labels file was given "
+                              f"(pass {what}_labels=... or store dicts with 'data' and 'labels')")
+
+    def batch_at(self, k: int):
+        path = self.files[k]
+        images, labels = self.owner._read_raw(path)
+        if images.shape != (self.batch,) + self.image_shape:
+            raise ConfigError(f"{self.what} file '{path}' holds images of shape {images.shape} "
+                              f"(as BCHW); expected {(self.batch,) + self.image_shape} like '{self.files[0]}'")
+        if self.labels is not None:
+            if labels is not None:
+                raise ConfigError(f"{self.what} file '{path}' has its own labels but a labels file is used")
+            return images, self.labels[k * self.batch:(k + 1) * self.batch]
+        if labels is None:
+            raise ConfigError(f"{self.what} file '{path}' holds no 'labels' entry")
+        labels = _check_labels(labels, self.owner.n_classes, f"{self.what} file '{path}'")
+        if len(labels) != self.batch:
+            raise ConfigError(f"{self.what} file '{path}' has {len(labels)} labels for {self.batch} images")
+        return images, labels
+
+
+class HickleBatchData(DataClass):
+    """Hickle batch files (one file = one rank batch) sharded by file over ranks, cropped and mean-subtracted.
+
+    Parameters
+    ----------
+    train_dir : path
+        Directory of training batch files (see the module docstring for the convention).
+    rank, size, seed : int
+        This worker, the number of workers, the seed of the file shuffle and the crops.
+    val_dir : path, optional
+        Directory of validation batch files; none: ``n_batch_val == 0``.
+    train_labels, val_labels : path, optional
+        Labels files for files holding bare image arrays.
+    mean_file : path, optional
+        Mean image ``(C, H, W)`` or per-channel mean ``(C,)``/``(C, 1, 1)`` to subtract.
+    layout : {'bchw', 'chwb'}
+        Axis order of the stored image arrays.
+    crop_size : int, optional
+        Side of the square crop; ``None``: the whole image.
+    flip : bool
+        Random horizontal flips for training.
+    scale : float
+        Factor applied after subtracting the mean (1/255: pixels in [0, 255] -> about [-1, 1]).
+    n_classes : int
+        Labels must lie in ``0..n_classes-1``.
+
+    Attributes
+    ----------
+    batch_size : int
+        Images per training file (= per rank batch).
+    x_train, x_val : ArraySpec
+        Shapes ``(files x B, C, crop, crop)`` of what the batches deliver.
+
+    Example
+    -------
+    >>> d = HickleBatchData("train_hkl", rank=1, size=2, seed=0, train_labels="train_labels.npy",
+    ...                     mean_file="img_mean.npy", layout="chwb", crop_size=227)   # doctest: +SKIP
+    >>> d.input_shape, d.batch_size                                                   # doctest: +SKIP
+    ((3, 227, 227), 256)
+    """
+
+    def __init__(self, train_dir, rank: int, size: int, seed: int, *, val_dir=None, train_labels=None,
+                 val_labels=None, mean_file=None, layout: str = "bchw", crop_size: int | None = None,
+                 flip: bool = True, scale: float = 1.0 / 255.0, n_classes: int = 1000):
+        if layout not in LAYOUTS:
+            raise ConfigError(f"layout={layout!r} is not allowed; use one of: {', '.join(LAYOUTS)}")
+        if not isinstance(n_classes, (int, np.integer)) or isinstance(n_classes, bool) or n_classes < 1:
+            raise ConfigError(f"n_classes={n_classes!r} is not allowed; use an integer >= 1")
+        if not isinstance(scale, (int, float)) or isinstance(scale, bool) or not np.isfinite(scale) or scale == 0:
+            raise ConfigError(f"scale={scale!r} is not allowed; use a finite non-zero number")
+        self.layout, self.n_classes, self.flip, self.scale = layout, int(n_classes), bool(flip), float(scale)
+        self.train = _Split(self, train_dir, train_labels, "train")
+        self.val = _Split(self, val_dir, val_labels, "val") if val_dir is not None else None
+        c, h, w = self.train.image_shape
+        if self.val is not None and self.val.image_shape != self.train.image_shape:
+            raise ConfigError(f"validation images have shape {self.val.image_shape} but training images "
+                              f"{self.train.image_shape} (C, H, W)")
+        if crop_size is None:
+            self.crop = (h, w)
+        elif (isinstance(crop_size, (int, np.integer)) and not isinstance(crop_size, bool)
+              and 1 <= crop_size <= min(h, w)):
+            self.crop = (int(crop_size), int(crop_size))
+        else:
+            raise ConfigError(f"crop_size={crop_size!r} is not allowed; use an integer in 1..{min(h, w)} "
+                              f"(images are {h}x{w}) or None")
+        self.mean = self._load_mean(mean_file, (c, h, w)) if mean_file is not None else None
+        self.batch_size = self.train.batch
+        n_val_files = len(self.val.files) if self.val is not None else 0
+        self.setup_shards(len(self.train.files), n_val_files, 1, rank, size, seed, unit="files_per_batch")
+        self.x_train = ArraySpec((len(self.train.files) * self.train.batch, c) + self.crop, np.float32)
+        self.x_val = ArraySpec((n_val_files * (self.val.batch if self.val else 0), c) + self.crop, np.float32)
+        log.debug("hickle batches: %d train files, %d val files of %s (%s), crop %s", len(self.train.files),
+                  n_val_files, self.train.image_shape, layout, self.crop)
+
+    # ----- reading --------------------------------------------------------------------
+    def _read_raw(self, path: Path):
+        """(images as (B, C, H, W), labels or None) of one file, unchecked against the split."""
+        content = read_hickle(path)
+        labels = None
+        if isinstance(content, dict):
+            if "data" not in content:
+                raise ConfigError(f"batch file '{path}' holds a dict with keys {sorted(content)}; "
+                                  "expected 'data' (and 'labels')")
+            images, labels = content["data"], content.get("labels")
+        else:
+            images = content
+        if images.ndim != 4:
+            raise ConfigError(f"batch file '{path}' holds an array of shape {images.shape}; expected 4-D "
+                              f"images in layout {self.layout!r}")
+        if self.layout == "chwb":
+            images = images.transpose(3, 0, 1, 2)
+        return images, labels
+
+    def _load_mean(self, mean_file, chw) -> np.ndarray:
+        mean = np.asarray(read_array(mean_file, "mean file"))
+        c, h, w = chw
+        if mean.dtype.kind not in "biuf":
+            raise ConfigError(f"mean file '{mean_file}' has dtype {mean.dtype}; expected numbers")
+        if mean.shape == (c,):
+            mean = mean.reshape(c, 1, 1)
+        if mean.shape not in ((c, h, w), (c, 1, 1)):
+            raise ConfigError(f"mean file '{mean_file}' has shape {mean.shape}; expected {(c, h, w)}, "
+                              f"{(c, 1, 1)} or {(c,)} (channel-first)")
+        return mean.astype(np.float32)
+
+    # ----- batches --------------------------------------------------------------------
+    def _crop(self, images: np.ndarray, rng) -> np.ndarray:
+        b, c, h, w = images.shape
+        ch, cw = self.crop
+        if rng is None:
+            oy, ox = np.full(b, (h - ch) // 2), np.full(b, (w - cw) // 2)
+            flips = np.zeros(b, bool)
+        else:
+            oy, ox = rng.integers(0, h - ch + 1, b), rng.integers(0, w - cw + 1, b)
+            flips = rng.random(b) < 0.5 if self.flip else np.zeros(b, bool)
+        full_mean = self.mean is not None and self.mean.shape[1:] != (1, 1)
+        out = np.empty((b, c, ch, cw), np.float32)
+        for i in range(b):
+            y, x = int(oy[i]), int(ox[i])
+            v = images[i, :, y:y + ch, x:x + cw].astype(np.float32)
+            if self.mean is not None:
+                v -= self.mean[:, y:y + ch, x:x + cw] if full_mean else self.mean
+            out[i] = v[:, :, ::-1] if flips[i] else v
+        if self.scale != 1.0:
+            out *= np.float32(self.scale)
+        return out
+
+    def load_train(self, units, count):
+        images, labels = self.train.batch_at(int(units[0]))
+        rng = np.random.default_rng([self.seed, self.epoch, self.train_slot(count)])
+        return self._crop(images, rng), labels
+
+    def load_val(self, units, count):
+        images, labels = self.val.batch_at(int(units[0]))
+        return self._crop(images, None), labels

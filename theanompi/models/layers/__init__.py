@@ -1,0 +1,93 @@
+"""A Lasagne-style layer library on pytensor: ``import theanompi.models.layers as L``.
+
+Lasagne cannot be installed next to pytensor (it imports theano); this package
+gives its users the same idioms. Layers: :class:`InputLayer`,
+:class:`DenseLayer`, :class:`NonlinearityLayer`, :class:`Conv2DLayer`,
+:class:`Pool2DLayer`/:class:`MaxPool2DLayer`, :class:`GlobalPoolLayer`,
+:class:`BatchNormLayer` (+ :func:`batch_norm`), :class:`DropoutLayer`,
+:class:`GaussianNoiseLayer`, :class:`FlattenLayer`, :class:`ReshapeLayer`,
+:class:`DimshuffleLayer`, :class:`ElemwiseSumLayer`, :class:`ConcatLayer`,
+:class:`LSTMLayer`. Network functions: :func:`get_output`,
+:func:`get_output_shape`, :func:`get_all_layers`, :func:`get_all_params`,
+:func:`count_params`, :func:`get_all_param_values`,
+:func:`set_all_param_values`, :func:`get_state_updates`. Modules (as in
+Lasagne): :mod:`.init`, :mod:`.nonlinearities`, :mod:`.objectives`,
+:mod:`.updates`.
+
+Differences from Lasagne: ``Conv2DLayer(flip_filters=False)`` by default
+(cross-correlation; ``True`` flips W for weights trained with Lasagne); pooling
+supports only ``ignore_border=True``; ``categorical_crossentropy`` with
+integer targets picks the probability through a one-hot mask; initializers draw
+from :func:`init.set_rng`'s generator (same seed on every rank = identical
+networks).
+
+Data-parallel training and batch-norm running statistics (the policy)
+--------------------------------------------------------------------
+Expose ``get_all_params(net, trainable=True)`` as a ModelClass's ``params``.
+Batch-norm ``mean``/``inv_std`` are tagged ``trainable=False``: they are not in
+that list, so no rule (BSP ``cdd`` or ``avg``, EASGD, GOSGD, ASGD) exchanges,
+averages or steps them. Each worker updates its own running statistics from
+its own shard during training (through ``pytensor.function``'s default
+updates of the training output). Where a single model is needed — before a
+``deterministic=True`` validation and before saving the final model — call
+:func:`sync_running_stats` (``net, comm``) on every worker: all workers then
+hold the pooled statistics (mean of means, variance of the mixture).
+``get_all_params(net)`` (no tags) and ``get_all_param_values(net)`` do include
+the statistics, so a saved/loaded model keeps them.
+
+Example
+-------
+>>> import numpy as np, pytensor, pytensor.tensor as pt
+>>> import theanompi.models.layers as L
+>>> L.init.set_rng(np.random.default_rng(0))            # same on every rank
+>>> net = L.InputLayer((None, 1, 8, 8))
+>>> net = L.Conv2DLayer(net, 8, 3, pad="same")
+>>> net = L.MaxPool2DLayer(net, 2)
+>>> net = L.DenseLayer(L.DropoutLayer(net, 0.5), 10, nonlinearity=L.nonlinearities.softmax)
+>>> y = pt.ivector("y")
+>>> loss = L.objectives.categorical_crossentropy(L.get_output(net), y).mean()
+>>> params = L.get_all_params(net, trainable=True)
+>>> step = pytensor.function([L.get_all_layers(net)[0].input_var, y], loss,
+...                          updates=L.updates.nesterov_momentum(loss, params, 0.01))
+>>> L.get_output_shape(net), L.count_params(net)
+((None, 10), 1370)
+"""
+
+from theanompi.models.layers import init, nonlinearities, objectives, updates
+from theanompi.models.layers.base import Layer, MergeLayer, attach_update, create_param, set_state_update
+from theanompi.models.layers.conv import Conv2DLayer, conv_output_length
+from theanompi.models.layers.dense import DenseLayer, NonlinearityLayer
+from theanompi.models.layers.helper import (
+    count_params,
+    get_all_layers,
+    get_all_param_values,
+    get_all_params,
+    get_output,
+    get_output_shape,
+    get_state_updates,
+    set_all_param_values,
+)
+from theanompi.models.layers.input import InputLayer
+from theanompi.models.layers.merge import ConcatLayer, ElemwiseMergeLayer, ElemwiseSumLayer, concat
+from theanompi.models.layers.noise import DropoutLayer, GaussianNoiseLayer, dropout
+from theanompi.models.layers.normalization import (
+    BatchNormLayer,
+    batch_norm,
+    get_running_stats,
+    pool_running_stats,
+    sync_running_stats,
+)
+from theanompi.models.layers.pool import GlobalPoolLayer, MaxPool2DLayer, Pool2DLayer, pool_output_length
+from theanompi.models.layers.recurrent import Gate, LSTMLayer
+from theanompi.models.layers.shape import DimshuffleLayer, FlattenLayer, ReshapeLayer, flatten, reshape
+
+__all__ = [
+    "BatchNormLayer", "ConcatLayer", "Conv2DLayer", "DenseLayer", "DimshuffleLayer", "DropoutLayer",
+    "ElemwiseMergeLayer", "ElemwiseSumLayer", "FlattenLayer", "GaussianNoiseLayer", "Gate", "GlobalPoolLayer",
+    "InputLayer", "LSTMLayer", "Layer", "MaxPool2DLayer", "MergeLayer", "NonlinearityLayer", "Pool2DLayer",
+    "ReshapeLayer", "attach_update", "batch_norm", "concat", "conv_output_length", "count_params", "create_param",
+    "dropout", "flatten", "get_all_layers", "get_all_param_values", "get_all_params", "get_output",
+    "get_output_shape", "get_running_stats", "get_state_updates", "init", "nonlinearities", "objectives",
+    "pool_output_length", "pool_running_stats", "reshape", "set_all_param_values", "set_state_update",
+    "sync_running_stats", "updates",
+]

@@ -1,0 +1,202 @@
+"""Optimizers (Lasagne's ``lasagne.updates``): each returns an ``OrderedDict`` of updates for ``pytensor.function``.
+
+``loss_or_grads`` is a scalar loss (gradients are taken with ``pytensor.grad``)
+or a list of gradient expressions, one per parameter. Hyper-parameters are
+numbers or scalar shared variables (to change them while training); every
+update keeps its parameter's dtype (float32 stays float32).
+
+Example
+-------
+>>> import numpy as np, pytensor, pytensor.tensor as pt
+>>> from theanompi.models.layers import updates
+>>> w = pytensor.shared(np.ones(3, "float32"), name="w")
+>>> loss = pt.sum(w ** 2)
+>>> step = pytensor.function([], loss, updates=updates.nesterov_momentum(loss, [w], 0.1))
+>>> _ = step(); round(float(w.get_value()[0]), 3)     # v = -0.1*2; w = 1 + 0.9*v - 0.1*2
+0.62
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+from pytensor.compile.sharedvalue import SharedVariable
+
+__all__ = [
+    "adam", "apply_momentum", "apply_nesterov_momentum", "get_or_compute_grads", "momentum", "nesterov_momentum",
+    "sgd", "total_norm_constraint",
+]
+
+
+def _const(value, dtype):
+    """A hyper-parameter as a ``dtype`` expression (numbers become constants, shared scalars are cast)."""
+    if isinstance(value, pytensor.graph.basic.Variable):
+        return value if value.dtype == dtype else value.astype(dtype)
+    return pt.constant(np.asarray(value, dtype=dtype))
+
+
+def get_or_compute_grads(loss_or_grads, params):
+    """``loss_or_grads`` if it is a list of gradients, else ``pytensor.grad(loss_or_grads, params)``.
+
+    Raises
+    ------
+    ValueError
+        If a param is not a shared variable or the gradient list has the wrong length.
+
+    Example
+    -------
+    >>> w = pytensor.shared(np.ones(2, "float32"))
+    >>> len(get_or_compute_grads(pt.sum(w), [w]))
+    1
+    """
+    params = list(params)
+    bad = [p for p in params if not isinstance(p, SharedVariable)]
+    if bad:
+        raise ValueError(f"params must be shared variables (to be updated), got {bad!r}")
+    if isinstance(loss_or_grads, (list, tuple)):
+        if len(loss_or_grads) != len(params):
+            raise ValueError(f"got {len(loss_or_grads)} gradients for {len(params)} parameters")
+        return list(loss_or_grads)
+    return pytensor.grad(loss_or_grads, params)
+
+
+def _zeros_like(param, name):
+    value = param.get_value(borrow=True)
+    return pytensor.shared(np.zeros(value.shape, dtype=value.dtype), name=name, shape=param.type.shape)
+
+
+def sgd(loss_or_grads, params, learning_rate):
+    """``param <- param - learning_rate * grad``.
+
+    Example
+    -------
+    >>> w = pytensor.shared(np.ones(2, "float32"))
+    >>> list(sgd(pt.sum(w), [w], 0.5)) == [w]
+    True
+    """
+    grads = get_or_compute_grads(loss_or_grads, params)
+    updates = OrderedDict()
+    for param, grad in zip(params, grads):
+        lr = _const(learning_rate, param.dtype)
+        updates[param] = (param - lr * grad).astype(param.dtype)
+    return updates
+
+
+def apply_momentum(updates, params=None, momentum=0.9):
+    """Add classical momentum to ``updates``: ``v <- mu*v + (u - p); p <- p + v`` with u the given update.
+
+    Example
+    -------
+    >>> w = pytensor.shared(np.ones(2, "float32"))
+    >>> len(apply_momentum(sgd(pt.sum(w), [w], 0.1), [w]))
+    2
+    """
+    params = list(updates.keys()) if params is None else params
+    updates = OrderedDict(updates)
+    for param in params:
+        mu = _const(momentum, param.dtype)
+        velocity = _zeros_like(param, f"velocity_{param.name}")
+        x = mu * velocity + updates[param]
+        updates[velocity] = (x - param).astype(param.dtype)
+        updates[param] = x.astype(param.dtype)
+    return updates
+
+
+def momentum(loss_or_grads, params, learning_rate, momentum=0.9):
+    """SGD with classical momentum: ``v <- mu*v - lr*g; p <- p + v``.
+
+    Example
+    -------
+    >>> w = pytensor.shared(np.ones(2, "float32"))
+    >>> len(momentum(pt.sum(w), [w], 0.1, momentum=0.9))
+    2
+    """
+    return apply_momentum(sgd(loss_or_grads, params, learning_rate), params, momentum)
+
+
+def apply_nesterov_momentum(updates, params=None, momentum=0.9):
+    """Add Nesterov momentum to ``updates``: ``v <- mu*v + (u - p); p <- p + mu*v + (u - p)``.
+
+    Example
+    -------
+    >>> w = pytensor.shared(np.ones(2, "float32"))
+    >>> len(apply_nesterov_momentum(sgd(pt.sum(w), [w], 0.1)))
+    2
+    """
+    params = list(updates.keys()) if params is None else params
+    updates = OrderedDict(updates)
+    for param in params:
+        mu = _const(momentum, param.dtype)
+        velocity = _zeros_like(param, f"velocity_{param.name}")
+        x = mu * velocity + updates[param] - param
+        updates[velocity] = x.astype(param.dtype)
+        updates[param] = (mu * x + updates[param]).astype(param.dtype)
+    return updates
+
+
+def nesterov_momentum(loss_or_grads, params, learning_rate, momentum=0.9):
+    """SGD with Nesterov momentum (Lasagne's formulation): ``v <- mu*v - lr*g; p <- p + mu*v - lr*g``.
+
+    Example
+    -------
+    >>> w = pytensor.shared(np.ones(2, "float32"))
+    >>> len(nesterov_momentum(pt.sum(w), [w], 0.1))
+    2
+    """
+    return apply_nesterov_momentum(sgd(loss_or_grads, params, learning_rate), params, momentum)
+
+
+def adam(loss_or_grads, params, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8):
+    """Adam (Kingma & Ba 2014), Lasagne's formulation.
+
+    ``t <- t + 1``; ``m <- b1*m + (1-b1)*g``; ``v <- b2*v + (1-b2)*g**2``;
+    ``p <- p - lr*sqrt(1-b2**t)/(1-b1**t) * m / (sqrt(v) + eps)``.
+
+    Example
+    -------
+    >>> w = pytensor.shared(np.ones(2, "float32"))
+    >>> len(adam(pt.sum(w), [w]))
+    4
+    """
+    grads = get_or_compute_grads(loss_or_grads, params)
+    dtype = params[0].dtype if params else pytensor.config.floatX
+    t_prev = pytensor.shared(np.asarray(0, dtype=dtype), name="adam_t")
+    one = _const(1, dtype)
+    t = t_prev + one
+    b1, b2 = _const(beta1, dtype), _const(beta2, dtype)
+    a_t = _const(learning_rate, dtype) * pt.sqrt(one - b2 ** t) / (one - b1 ** t)
+    updates = OrderedDict()
+    for param, g in zip(params, grads):
+        m_prev = _zeros_like(param, f"adam_m_{param.name}")
+        v_prev = _zeros_like(param, f"adam_v_{param.name}")
+        pd = param.dtype
+        m = _const(beta1, pd) * m_prev + _const(1 - beta1, pd) * g
+        v = _const(beta2, pd) * v_prev + _const(1 - beta2, pd) * g ** 2
+        step = a_t.astype(pd) * m / (pt.sqrt(v) + _const(epsilon, pd))
+        updates[m_prev] = m.astype(pd)
+        updates[v_prev] = v.astype(pd)
+        updates[param] = (param - step).astype(pd)
+    updates[t_prev] = t.astype(dtype)
+    return updates
+
+
+def total_norm_constraint(tensor_vars, max_norm, epsilon=1e-7, return_norm=False):
+    """Rescale a list of tensors (gradients) so that their joint L2 norm is at most ``max_norm``.
+
+    Example
+    -------
+    >>> w = pytensor.shared(np.ones(2, "float32"))
+    >>> clipped = total_norm_constraint(pytensor.grad(pt.sum(w), [w]), max_norm=1.0)
+    >>> len(clipped)
+    1
+    """
+    tensor_vars = list(tensor_vars)
+    dtype = tensor_vars[0].dtype
+    norm = pt.sqrt(sum(pt.sum(pt.square(t)) for t in tensor_vars))
+    target = pt.clip(norm, _const(0, dtype), _const(max_norm, dtype))
+    multiplier = target / (_const(epsilon, dtype) + norm)
+    scaled = [(t * multiplier).astype(t.dtype) for t in tensor_vars]
+    return (scaled, norm) if return_norm else scaled
