@@ -64,3 +64,20 @@ def test_check_finite_can_be_turned_off(tmp_path):
                     N_EPOCHS=2, CHECK_FINITE="false", BSP_SYNC_TYPE="avg")
     proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr  # trains on (into NaN) as the user asked
+
+
+@pytest.mark.parametrize("rule", ["BSP", "ASGD"])
+def test_watchdog_turns_a_stalled_exchange_into_an_error_naming_ranks(tmp_path, rule):
+    from conftest import run_launcher
+
+    cfg = write_cfg(tmp_path / "s.cfg", RULE=rule, MODELFILE=str(ASSETS / "contract_models.py"),
+                    MODELCLASS="HangsOnRank1", N_EPOCHS=2, WATCHDOG=3, ASGD_SYNC="true" if rule == "ASGD" else None)
+    proc, seconds = run_launcher(f"-cfg={cfg}", cwd=tmp_path, timeout=90)
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "stalled exchange: rank 0 (worker on cpu0) has waited" in last, last
+    assert "not waiting (stuck elsewhere or slow): rank 1 (worker on cpu1)" in last, last
+    assert seconds < 30
+    time.sleep(0.5)
+    left = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout
+    assert left.strip() == ""

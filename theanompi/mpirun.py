@@ -174,7 +174,7 @@ class Session:
     def wait(self) -> int:
         """Block until the session ends; return mpiexec's exit code (130 after Ctrl-C)."""
         try:
-            code = self.proc.wait()
+            code = self._wait_watching_stalls()
         except KeyboardInterrupt:
             self.terminate()
             self.failure = "interrupted (Ctrl-C); every rank was stopped"
@@ -183,6 +183,22 @@ class Session:
         if code != 0 and self.failure is None:
             self.failure = self._explain_failure(code)
         return code
+
+    def _wait_watching_stalls(self) -> int:
+        """Wait for mpiexec; stop the session when a rank reports a stalled exchange."""
+        from theanompi.watchdog import stall_report
+
+        described = [r.describe(i) for i, r in enumerate(self.ranks)]
+        while True:
+            try:
+                return self.proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                pass
+            report = stall_report(self.run_dir / STATUS_DIR, described)
+            if report:
+                self.failure = report
+                self.terminate()
+                return self.proc.wait()
 
     def _explain_failure(self, code: int) -> str:
         failures = rank_failures(self.run_dir)

@@ -135,6 +135,7 @@ COMMON_OPTIONS = (
     Option("lr_scaling", "LR_SCALING", choice("none", "linear"), "none", "linear: multiply the learning rate by the number of workers"),
     Option("warmup_epochs", "WARMUP_EPOCHS", non_negative_float, 0.0, "epochs over which a scaled learning rate ramps up from its 1-worker value"),
     Option("check_finite", "CHECK_FINITE", boolean, True, "stop on NaN/Inf in a buffer about to be exchanged"),
+    Option("watchdog", "WATCHDOG", non_negative_float, 300.0, "seconds a rank may wait in one exchange before the session is stopped (0: never)"),
     Option("checkpoint_every", "CHECKPOINT_EVERY", non_negative_int, 0, "save a checkpoint every K epochs (0: never)"),
     Option("checkpoint_dir", "CHECKPOINT_DIR", text_value, None, "where checkpoints go (default RUN_DIR/checkpoints)"),
     Option("resume", "RESUME", text_value, None, "continue from a checkpoint file or directory (its newest)"),

@@ -44,6 +44,8 @@ class Recorder:
         self.epochs: list[dict[str, Any]] = []
         self._pending: list[tuple] = []  # iteration records not yet written
         self._timers = {k: _Timer(self, k) for k in TIMERS}
+        #: wall-clock time (time.time()) since which this rank waits in an exchange, else None
+        self.comm_since: float | None = None
         if self.write:
             self.run_dir.mkdir(parents=True, exist_ok=True)
 
@@ -159,9 +161,13 @@ class _Timer:
         frame = [time.perf_counter(), 0.0]
         self.frames.append(frame)
         self.recorder._stack.append(frame)
+        if self.kind == "comm":
+            self.recorder.comm_since = time.time()
 
     def __exit__(self, *exc) -> None:
         frame = self.frames.pop()
+        if self.kind == "comm":
+            self.recorder.comm_since = None
         stack = self.recorder._stack
         stack.pop()
         elapsed = time.perf_counter() - frame[0]

@@ -161,6 +161,11 @@ class WorkerLoop:
         self.iteration = 0
         self.epoch = 0
         self.start_epoch = self.restore(self.options["resume"]) if self.options.get("resume") else 0
+        if self.options.get("watchdog"):
+            from theanompi.watchdog import Watchdog
+
+            Watchdog(self.recorder, self.options["watchdog"], Path(ctx.spec.run_dir) / "ranks", ctx.rank,
+                     f"rank {ctx.rank} ({ctx.role} on {ctx.device})", lambda: self.iteration).start()
 
     # checkpoints -----------------------------------------------------------------------
     def state_vars(self) -> list:

@@ -62,3 +62,14 @@ class NaNInjector(MLP):
                 W1 = self.params[2]
                 W1.set_value(W1.get_value() * np.float32("nan"))
         return vector
+
+
+class HangsOnRank1(MLP):
+    """Rank 1 stops doing anything (a hang outside any exchange) at its 3rd step."""
+
+    def train_iter(self, count, recorder):
+        if self.config.rank == 1 and count == 2:
+            import time
+
+            time.sleep(3600)
+        return super().train_iter(count, recorder)
