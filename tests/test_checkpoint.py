@@ -59,7 +59,7 @@ def test_killed_worker_leaves_last_checkpoint_intact_and_resume_continues(tmp_pa
 
 @pytest.mark.parametrize("content, fragment", [
     (b"garbage", "not a readable hickle file"),
-    (None, "refusing to load the pickled global"),
+    (None, "it references the global"),
 ])
 def test_corrupt_or_unsafe_checkpoint_is_refused_at_launch(tmp_path, content, fragment):
     path = tmp_path / "ckpt.hkl"

@@ -13,13 +13,14 @@ Example
 3
 >>> load_hickle("evil.hkl")                             # doctest: +SKIP
 Traceback (most recent call last):
-theanompi.safe_io.UnsafeFileError: evil.hkl: refusing to load the pickled global 'builtins.print' ...
+theanompi.safe_io.UnsafeFileError: refusing to unpickle 'evil.hkl': it references the global 'builtins.print' ...
 """
 
 from __future__ import annotations
 
 import io
 import pickle
+import threading
 import types
 from contextlib import contextmanager
 from pathlib import Path
@@ -45,29 +46,68 @@ class UnsafeFileError(ConfigError):
     """A file would need to unpickle a global outside the allowed set; nothing was executed."""
 
 
+UnsafePickleError = UnsafeFileError  # the name the data loaders use
+
+
 def _type_of_none(obj=None, *rest):
     if obj is not None or rest:
-        raise UnsafeFileError("refusing to load a pickled call of 'builtins.type' other than type(None)")
+        raise UnsafeFileError("refusing to unpickle a call of 'builtins.type' other than type(None)")
     return type(None)
 
 
-class _RestrictedUnpickler(pickle.Unpickler):
-    source = "file"
+class RestrictedUnpickler(pickle.Unpickler):
+    """An Unpickler that resolves only an allow-list of globals and refuses every other one.
+
+    Without a global a pickle can build only dicts, lists, tuples, strings, bytes
+    and numbers, so a refused global means no code from the file runs.
+
+    Parameters
+    ----------
+    file : binary file
+        The pickle stream.
+    source : str
+        Name for error messages (usually the path).
+    allowed : set of (module, name), optional
+        The globals that may be resolved (default :data:`SAFE_GLOBALS`).
+    encoding : str
+        As for :class:`pickle.Unpickler` (``'bytes'`` for Python 2 pickles such as CIFAR-10's).
+
+    Example
+    -------
+    >>> import io, os
+    >>> class Evil:
+    ...     def __reduce__(self):
+    ...         return (os.system, ("echo pwned",))
+    >>> try:
+    ...     RestrictedUnpickler(io.BytesIO(pickle.dumps(Evil())), source="evil.pkl").load()
+    ... except UnsafeFileError as e:
+    ...     print(str(e)[:66])
+    refusing to unpickle 'evil.pkl': it references the global 'posix.s
+    """
+
+    def __init__(self, file, source: str = "<pickle>", allowed=None, encoding: str = "ASCII"):
+        super().__init__(file, encoding=encoding)
+        self.source = source
+        self.allowed = SAFE_GLOBALS if allowed is None else frozenset(allowed)
 
     def find_class(self, module: str, name: str):
-        if (module, name) == ("builtins", "type"):
+        if (module, name) == ("builtins", "type") and ("builtins", "NoneType") in self.allowed:
             return _type_of_none  # pickle spells NoneType as type(None)
-        if (module, name) in SAFE_GLOBALS:
+        if (module, name) in self.allowed:
             return super().find_class(module, name)
-        raise UnsafeFileError(f"{self.source}: refusing to load the pickled global '{module}.{name}' "
+        raise UnsafeFileError(f"refusing to unpickle {self.source!r}: it references the global '{module}.{name}' "
                               "(only containers, numbers, strings and numpy arrays are allowed)")
 
+    def persistent_load(self, pid):
+        raise UnsafeFileError(f"refusing to unpickle {self.source!r}: it uses a persistent id ({pid!r})")
 
-def restricted_loads(data: bytes, source: str = "file"):
-    """``pickle.loads`` that resolves only :data:`SAFE_GLOBALS`."""
-    unpickler = _RestrictedUnpickler(io.BytesIO(bytes(data)))
-    unpickler.source = source
-    return unpickler.load()
+
+def restricted_loads(data: bytes, source: str = "<pickle>", allowed=None):
+    """``pickle.loads`` that resolves only ``allowed`` globals (default :data:`SAFE_GLOBALS`)."""
+    return RestrictedUnpickler(io.BytesIO(bytes(data)), source=source, allowed=allowed).load()
+
+
+_HICKLE_LOCK = threading.Lock()  # hickle's module-level pickle is swapped while one load runs
 
 
 @contextmanager
@@ -77,12 +117,13 @@ def _hickle_uses_restricted_pickle(source: str):
 
     shim = types.SimpleNamespace(**{k: getattr(pickle, k) for k in dir(pickle) if not k.startswith("__")})
     shim.loads = lambda data, **kw: restricted_loads(data, source)
-    saved = hickle.hickle.pickle, hickle.lookup.pickle
-    hickle.hickle.pickle = hickle.lookup.pickle = shim
-    try:
-        yield
-    finally:
-        hickle.hickle.pickle, hickle.lookup.pickle = saved
+    with _HICKLE_LOCK:
+        saved = hickle.hickle.pickle, hickle.lookup.pickle
+        hickle.hickle.pickle = hickle.lookup.pickle = shim
+        try:
+            yield
+        finally:
+            hickle.hickle.pickle, hickle.lookup.pickle = saved
 
 
 def load_hickle(path) -> object:

@@ -205,4 +205,7 @@ class ClassifierModel:
         recorder.record_val(loss, error, len(yb))
 
     def cleanup(self) -> None:
-        """Nothing to release for in-memory data."""
+        """Close the data (stops a prefetch thread, closes files)."""
+        close = getattr(self.data, "close", None)
+        if callable(close):
+            close()

@@ -36,6 +36,8 @@ import numpy as np
 
 from theanompi.errors import ConfigError
 from theanompi.models.data.base import ShardedArrayData
+from theanompi.safe_io import RestrictedUnpickler as _SafeUnpickler
+from theanompi.safe_io import UnsafePickleError
 
 log = logging.getLogger(__name__)
 
@@ -46,70 +48,21 @@ IMAGE_SHAPE = (3, 32, 32)
 N_PIXELS = 3 * 32 * 32
 
 
-def _allowed_globals() -> dict[tuple[str, str], object]:
-    try:
-        from numpy._core import multiarray
-    except ImportError:  # numpy < 2
-        from numpy.core import multiarray
-
-    return {
-        ("numpy.core.multiarray", "_reconstruct"): multiarray._reconstruct,  # numpy 1.x spelling (official files)
-        ("numpy._core.multiarray", "_reconstruct"): multiarray._reconstruct,  # numpy >= 2
-        ("numpy", "ndarray"): np.ndarray,
-        ("numpy", "dtype"): np.dtype,
-    }
-
-
 #: The only globals a CIFAR-10 batch file may reference: numpy's array reconstruction.
-ALLOWED_GLOBALS = _allowed_globals()
+ALLOWED_GLOBALS = frozenset({
+    ("numpy.core.multiarray", "_reconstruct"),  # numpy 1.x spelling (the official files)
+    ("numpy._core.multiarray", "_reconstruct"),  # numpy >= 2
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+})
 
 
-class UnsafePickleError(ConfigError):
-    """A pickle names a global outside :data:`ALLOWED_GLOBALS`; nothing was called."""
-
-
-class RestrictedUnpickler(pickle.Unpickler):
-    """An Unpickler that resolves only :data:`ALLOWED_GLOBALS` and refuses every other global.
-
-    Without a global, a pickle can build only dicts, lists, tuples, strings,
-    bytes and numbers, so a refused global means no code from the file runs.
-
-    Parameters
-    ----------
-    file : binary file
-        The pickle stream.
-    source : str
-        Name for error messages (usually the path).
-
-    Example
-    -------
-    >>> import io, os
-    >>> class Evil:
-    ...     def __reduce__(self):
-    ...         return (os.system, ("echo pwned",))
-    >>> try:
-    ...     RestrictedUnpickler(io.BytesIO(pickle.dumps(Evil())), source="evil.pkl").load()
-    ... except UnsafePickleError as e:
-    ...     print(str(e)[:66])
-    refusing to unpickle 'evil.pkl': it references the global 'posix.s
-    """
+class RestrictedUnpickler(_SafeUnpickler):
+    """:class:`theanompi.safe_io.RestrictedUnpickler` with CIFAR-10's allow-list (numpy arrays only)
+    and Python 2 string handling (``encoding='bytes'``, like the official loader)."""
 
     def __init__(self, file, source: str = "<pickle>", encoding: str = "bytes"):
-        super().__init__(file, encoding=encoding)
-        self.source = source
-
-    def find_class(self, module: str, name: str):
-        try:
-            return ALLOWED_GLOBALS[(module, name)]
-        except KeyError:
-            allowed = ", ".join(f"{m}.{n}" for m, n in ALLOWED_GLOBALS)
-            raise UnsafePickleError(
-                f"refusing to unpickle {self.source!r}: it references the global '{module}.{name}' "
-                f"(only {allowed} are allowed)"
-            ) from None
-
-    def persistent_load(self, pid):
-        raise UnsafePickleError(f"refusing to unpickle {self.source!r}: it uses a persistent id ({pid!r})")
+        super().__init__(file, source=source, allowed=ALLOWED_GLOBALS, encoding=encoding)
 
 
 def safe_unpickle(path) -> object:
@@ -175,16 +128,19 @@ def load_cifar_batch(path) -> tuple[np.ndarray, np.ndarray]:
         raise ConfigError(f"CIFAR-10 file '{path}': labels have dtype {labels.dtype}; expected integers")
     bad = np.flatnonzero((labels < 0) | (labels >= N_CLASSES))
     if len(bad):
-        raise ConfigError(f"CIFAR-10 file '{path}': label {labels[bad[0]]!r} at index {bad[0]} is outside "
+        raise ConfigError(f"CIFAR-10 file '{path}': label {int(labels[bad[0]])} at index {bad[0]} is outside "
                           f"0..{N_CLASSES - 1}")
     return data.reshape((-1,) + IMAGE_SHAPE), labels.astype(np.int32)
 
 
-def _check_size(name: str, value, available: int) -> int:
+def _check_size(name: str, value, available: int | None) -> int | None:
+    """``value`` checked against 1..available (only its type and >= 1 while ``available`` is None)."""
     if value is None:
         return available
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not 1 <= value <= available:
-        raise ConfigError(f"{name}={value!r} is not allowed; use an integer in 1..{available} (or None for all)")
+    allowed = f"an integer in 1..{available}" if available is not None else "an integer >= 1"
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1 \
+            or (available is not None and value > available):
+        raise ConfigError(f"{name}={value!r} is not allowed; use {allowed} (or None for all)")
     return int(value)
 
 
@@ -212,6 +168,8 @@ def load_cifar10(data_dir, train_size: int | None = None, val_size: int | None =
     for name in TRAIN_FILES + (TEST_FILE,):
         if not (root / name).is_file():
             raise ConfigError(f"CIFAR-10 file '{root / name}' is missing (expected data_batch_1..5 and test_batch)")
+    _check_size("train_size", train_size, None)
+    _check_size("val_size", val_size, None)
     xs, ys, n = [], [], 0
     for name in TRAIN_FILES:
         if train_size is not None and n >= train_size:
@@ -220,9 +178,8 @@ def load_cifar10(data_dir, train_size: int | None = None, val_size: int | None =
         xs.append(x), ys.append(y)
         n += len(x)
     x_train, y_train = np.concatenate(xs), np.concatenate(ys)
-    if train_size is not None:
-        train_size = _check_size("train_size", train_size, len(x_train))
-        x_train, y_train = x_train[:train_size], y_train[:train_size]
+    train_size = _check_size("train_size", train_size, len(x_train))
+    x_train, y_train = x_train[:train_size], y_train[:train_size]
     x_val, y_val = load_cifar_batch(root / TEST_FILE)
     val_size = _check_size("val_size", val_size, len(x_val))
     log.debug("CIFAR-10 from %s: %d training, %d validation images", root, len(x_train), val_size)

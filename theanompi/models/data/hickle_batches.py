@@ -4,7 +4,8 @@ Directory convention
 --------------------
 ``train_dir`` (and the optional ``val_dir``) hold batch files ``*.hkl``,
 ``*.hickle``, ``*.h5`` or ``*.hdf5``, taken in natural name order (``2.hkl``
-before ``10.hkl``); other files are ignored. **One file is one batch**: every file
+before ``10.hkl``); other files, and the mean and labels files if they sit there,
+are ignored. **One file is one batch**: every file
 of a directory holds the same number ``B`` of images of one shape, either
 
 * a bare image array; its labels then come from a labels file (``train_labels``,
@@ -288,12 +289,14 @@ def _natural_key(p: Path):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", p.name)]
 
 
-def list_batch_files(directory, what: str) -> list[Path]:
-    """The batch files of ``directory`` in natural name order; ConfigError if none."""
+def list_batch_files(directory, what: str, exclude=()) -> list[Path]:
+    """The batch files of ``directory`` in natural name order (minus ``exclude``); ConfigError if none."""
     d = Path(directory)
     if not d.is_dir():
         raise ConfigError(f"{what} directory '{d}' does not exist")
-    files = sorted((p for p in d.iterdir() if p.suffix in BATCH_SUFFIXES and p.is_file()), key=_natural_key)
+    skip = {Path(p).resolve() for p in exclude if p is not None}
+    files = sorted((p for p in d.iterdir() if p.suffix in BATCH_SUFFIXES and p.is_file() and p.resolve() not in skip),
+                   key=_natural_key)
     if not files:
         raise ConfigError(f"{what} directory '{d}' holds no batch files ({', '.join(BATCH_SUFFIXES)})")
     return files
@@ -306,16 +309,16 @@ def _check_labels(labels, n_classes: int, where: str) -> np.ndarray:
                           "expected a 1-D integer array")
     bad = np.flatnonzero((labels < 0) | (labels >= n_classes))
     if len(bad):
-        raise ConfigError(f"{where}: label {labels[bad[0]]!r} at index {bad[0]} is outside 0..{n_classes - 1}")
+        raise ConfigError(f"{where}: label {int(labels[bad[0]])} at index {bad[0]} is outside 0..{n_classes - 1}")
     return labels.astype(np.int32)
 
 
 class _Split:
     """Files of one split, their batch size and image shape, and the labels file's labels (or None)."""
 
-    def __init__(self, owner: "HickleBatchData", directory, labels_file, what: str):
+    def __init__(self, owner: "HickleBatchData", directory, labels_file, what: str, exclude=()):
         self.owner, self.what = owner, what
-        self.files = list_batch_files(directory, what)
+        self.files = list_batch_files(directory, what, exclude)
         first, first_labels = owner._read_raw(self.files[0])
         self.batch, self.image_shape = first.shape[0], first.shape[1:]
         if self.batch < 1:
@@ -405,8 +408,9 @@ class HickleBatchData(DataClass):
         if not isinstance(scale, (int, float)) or isinstance(scale, bool) or not np.isfinite(scale) or scale == 0:
             raise ConfigError(f"scale={scale!r} is not allowed; use a finite non-zero number")
         self.layout, self.n_classes, self.flip, self.scale = layout, int(n_classes), bool(flip), float(scale)
-        self.train = _Split(self, train_dir, train_labels, "train")
-        self.val = _Split(self, val_dir, val_labels, "val") if val_dir is not None else None
+        not_batches = (mean_file, train_labels, val_labels)  # in case they sit among the batch files
+        self.train = _Split(self, train_dir, train_labels, "train", not_batches)
+        self.val = _Split(self, val_dir, val_labels, "val", not_batches) if val_dir is not None else None
         c, h, w = self.train.image_shape
         if self.val is not None and self.val.image_shape != self.train.image_shape:
             raise ConfigError(f"validation images have shape {self.val.image_shape} but training images "
