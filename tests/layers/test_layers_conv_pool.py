@@ -56,7 +56,8 @@ def test_conv_layers_match_loops():
     b = L.init.Normal(1.0)
     cases = {
         "same": (L.Conv2DLayer(l_in, 4, 3, pad="same", b=b, nonlinearity=None), (1, 1), (1, 1), False),
-        "stride2_pad1": (L.Conv2DLayer(l_in, 5, (3, 2), stride=2, pad=1, b=b, nonlinearity=None), (2, 2), (1, 1), False),
+        "stride2_pad1": (L.Conv2DLayer(l_in, 5, (3, 2), stride=2, pad=1, b=b, nonlinearity=None), (2, 2), (1, 1),
+                         False),
         "valid": (L.Conv2DLayer(l_in, 2, 4, pad="valid", b=b, nonlinearity=None), (1, 1), (0, 0), False),
         "full": (L.Conv2DLayer(l_in, 2, (2, 3), pad="full", b=b, nonlinearity=None), (1, 1), (1, 2), False),
         "flip": (L.Conv2DLayer(l_in, 3, 3, stride=(1, 2), pad=(0, 1), flip_filters=True, b=b, nonlinearity=None),

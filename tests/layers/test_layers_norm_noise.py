@@ -130,7 +130,7 @@ def test_sync_running_stats_pools_workers_statistics():
     for sa, sb in zip(L.get_running_stats(nets[0]), L.get_running_stats(nets[1])):
         np.testing.assert_allclose(sa.get_value(), sb.get_value(), rtol=1e-6)
     # pooled statistics = statistics of the union of the (equal-sized) shards
-    union = np.concatenate(shards).astype(np.float64)[:, :, :, :]
+    union = np.concatenate(shards).astype(np.float64)
     feats = union[:, :3]  # the 1x1 conv with W = eye copies channels 0..2, channel 3 is 0
     np.testing.assert_allclose(bn_a.mean.get_value()[:3], feats.mean(axis=(0, 2, 3)), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(bn_a.inv_std.get_value()[:3], 1 / np.sqrt(feats.var(axis=(0, 2, 3)) + 1e-4),

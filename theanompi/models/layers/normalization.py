@@ -40,7 +40,6 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-import pytensor
 import pytensor.tensor as pt
 
 from theanompi.models.layers import init, nonlinearities
@@ -78,6 +77,12 @@ class BatchNormLayer(Layer):
 
     Notes
     -----
+    Data-parallel policy: ``mean``/``inv_std`` are not trainable, so they are
+    not in ``get_all_params(net, trainable=True)`` (a ModelClass's ``params``)
+    and no rule exchanges them; each worker keeps running statistics of its own
+    shard until :func:`sync_running_stats` pools them over the workers (call it
+    before a deterministic validation and before saving the final model).
+
     ``get_output`` keywords: ``batch_norm_use_averages`` (default:
     ``deterministic``) and ``batch_norm_update_averages`` (default: not
     ``deterministic``).

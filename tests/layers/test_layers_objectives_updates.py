@@ -1,0 +1,103 @@
+"""Objectives against NumPy; sgd/momentum/nesterov/adam against NumPy for a few steps."""
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+import pytest
+
+from theanompi.models.layers import objectives as obj
+from theanompi.models.layers import updates as upd
+
+floatX = pytensor.config.floatX
+
+
+def test_objectives_match_numpy():
+    rng = np.random.default_rng(0)
+    p = rng.dirichlet(np.ones(4), size=6).astype(floatX)
+    p[0] = [1.0, 0.0, 0.0, 0.0]  # exact zeros of other classes must not give nan
+    y = np.array([0, 1, 2, 3, 1, 0], np.int32)
+    t = rng.dirichlet(np.ones(4), size=6).astype(floatX)
+    bp = rng.uniform(0.05, 0.95, 6).astype(floatX)
+    bt = (rng.uniform(size=6) > 0.5).astype(floatX)
+    P, Y, T, BP, BT = pt.matrix(), pt.ivector(), pt.matrix(), pt.vector(), pt.vector()
+    W = pt.vector()
+    outs = [obj.categorical_crossentropy(P, Y), obj.categorical_crossentropy(P, T), obj.binary_crossentropy(BP, BT),
+            obj.squared_error(BP, BT), obj.categorical_accuracy(P, Y), obj.categorical_accuracy(P, Y, top_k=2),
+            obj.categorical_accuracy(P, T), obj.binary_accuracy(BP, BT),
+            obj.aggregate(obj.squared_error(BP, BT)), obj.aggregate(obj.squared_error(BP, BT), mode="sum"),
+            obj.aggregate(obj.squared_error(BP, BT), W, mode="normalized_sum"), obj.l2(P), obj.l1(T)]
+    f = pytensor.function([P, Y, T, BP, BT, W], outs)
+    w = rng.uniform(size=6).astype(floatX)
+    got = f(p, y, t, bp, bt, w)
+    p64 = p.astype(np.float64)
+    se = (bp.astype(np.float64) - bt) ** 2
+    top2 = np.argsort(p64, axis=1)[:, -2:]
+    want = [-np.log(p64[np.arange(6), y]), -(t * np.log(np.maximum(p64, 1e-30))).sum(1),
+            -(bt * np.log(bp) + (1 - bt) * np.log(1 - bp)), se, (p64.argmax(1) == y).astype(float),
+            np.array([y[i] in top2[i] for i in range(6)], float), (p64.argmax(1) == t.argmax(1)).astype(float),
+            ((bp >= 0.5) == (bt > 0.5)).astype(float), se.mean(), se.sum(), (se * w).sum() / w.sum(),
+            (p64 ** 2).sum(), np.abs(t).sum()]
+    for i, (g, wv) in enumerate(zip(got, want)):
+        if i == 1:
+            g, wv = g[1:], wv[1:]  # row 0 has log(0) * t: inf, as in Lasagne
+        assert np.all(np.isfinite(g)), i
+        np.testing.assert_allclose(g, wv, rtol=1e-5, atol=1e-6, err_msg=str(i))
+        assert np.asarray(g).dtype == np.dtype(floatX), i
+    assert got[0][0] == 0.0
+    with pytest.raises(ValueError, match="mode='median' is not allowed"):
+        obj.aggregate(BP, mode="median")
+    with pytest.raises(ValueError, match="targets must have ndim 1 .* or 2 .* got ndim=3"):
+        obj.categorical_crossentropy(P, pt.tensor3())
+
+
+def grad_np(w):
+    """Gradient of the test loss 0.5 * sum(a * w**2) + sum(w**3)/3 at w."""
+    return np.array([1.0, 3.0, 0.5]) * w + w ** 2
+
+
+@pytest.mark.parametrize("method", ["sgd", "momentum", "nesterov_momentum", "adam"])
+def test_updates_match_numpy(method):
+    w0 = np.array([1.0, -2.0, 0.5])
+    w = pytensor.shared(w0.astype(floatX), name="w")
+    loss = 0.5 * pt.sum(np.array([1.0, 3.0, 0.5], floatX) * w ** 2) + pt.sum(w ** 3) / np.float32(3)
+    lr = pytensor.shared(np.asarray(0.05, floatX), name="lr")  # a shared learning rate works too
+    kwargs = {"sgd": {}, "momentum": {"momentum": 0.8}, "nesterov_momentum": {"momentum": 0.8},
+              "adam": {"beta1": 0.8, "beta2": 0.9}}[method]
+    ups = getattr(upd, method)(loss, [w], lr, **kwargs)
+    assert type(ups).__name__ == "OrderedDict" and list(ups)[0] is not None
+    assert all(v.dtype == k.dtype for k, v in ups.items())
+    step = pytensor.function([], loss, updates=ups)
+    ref, v, m, s = w0.copy(), np.zeros(3), np.zeros(3), np.zeros(3)
+    for t in range(1, 6):
+        step()
+        g = grad_np(ref)
+        if method == "sgd":
+            ref = ref - 0.05 * g
+        elif method == "momentum":
+            v = 0.8 * v - 0.05 * g
+            ref = ref + v
+        elif method == "nesterov_momentum":
+            v = 0.8 * v - 0.05 * g
+            ref = ref + 0.8 * v - 0.05 * g
+        else:
+            m = 0.8 * m + 0.2 * g
+            s = 0.9 * s + 0.1 * g ** 2
+            ref = ref - 0.05 * np.sqrt(1 - 0.9 ** t) / (1 - 0.8 ** t) * m / (np.sqrt(s) + 1e-8)
+        np.testing.assert_allclose(w.get_value(), ref, rtol=1e-5, atol=1e-6, err_msg=f"{method} step {t}")
+
+
+def test_apply_momentum_list_of_grads_and_norm_constraint():
+    w = pytensor.shared(np.ones(2, floatX), name="w")
+    g = pt.vector("g")
+    ups = upd.apply_nesterov_momentum(upd.sgd([g], [w], 0.1), momentum=0.5)
+    f = pytensor.function([g], [], updates=ups)
+    f(np.array([1.0, 2.0], floatX))
+    np.testing.assert_allclose(w.get_value(), 1 + 0.5 * np.array([-0.1, -0.2]) - np.array([0.1, 0.2]), rtol=1e-6)
+    scaled, norm = upd.total_norm_constraint([g, 2 * g], max_norm=1.0, return_norm=True)
+    out = pytensor.function([g], scaled + [norm])(np.array([3.0, 4.0], floatX))
+    assert out[2] == pytest.approx(np.sqrt(125), rel=1e-6)
+    assert np.sqrt(np.sum(out[0] ** 2) + np.sum(out[1] ** 2)) == pytest.approx(1.0, rel=1e-5)
+    with pytest.raises(ValueError, match="got 2 gradients for 1 parameters"):
+        upd.sgd([g, g], [w], 0.1)
+    with pytest.raises(ValueError, match="params must be shared variables"):
+        upd.sgd(pt.sum(g), [g], 0.1)

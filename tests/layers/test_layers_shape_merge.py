@@ -1,0 +1,79 @@
+"""FlattenLayer, ReshapeLayer, DimshuffleLayer, ElemwiseSumLayer, ConcatLayer against NumPy."""
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+import pytest
+
+import theanompi.models.layers as L
+
+floatX = pytensor.config.floatX
+
+
+def test_flatten_reshape_dimshuffle_values_and_shapes():
+    l_in = L.InputLayer((None, 2, 3, 4))
+    n = pt.iscalar("n")
+    layers = {
+        "flatten2": (L.FlattenLayer(l_in), lambda x: x.reshape(len(x), -1), (None, 24)),
+        "flatten3": (L.FlattenLayer(l_in, outdim=3), lambda x: x.reshape(len(x), 2, 12), (None, 2, 12)),
+        "flatten1": (L.FlattenLayer(l_in, outdim=1), lambda x: x.ravel(), (None,)),
+        "ref0": (L.ReshapeLayer(l_in, ([0], -1, 4)), lambda x: x.reshape(len(x), 6, 4), (None, 6, 4)),
+        "refs": (L.ReshapeLayer(l_in, ([0], [2], [1], 4)), lambda x: x.reshape(len(x), 3, 2, 4), (None, 3, 2, 4)),
+        "minus": (L.ReshapeLayer(l_in, (-1, 12)), lambda x: x.reshape(-1, 12), (None, 12)),
+        "symbolic": (L.ReshapeLayer(l_in, ([0], n, -1)), lambda x: x.reshape(len(x), 4, -1), (None, None, None)),
+        "dimshuffle": (L.DimshuffleLayer(l_in, (0, 3, "x", 1, 2)), lambda x: x.transpose(0, 3, 1, 2)[:, :, None],
+                       (None, 4, 1, 2, 3)),
+    }
+    f = pytensor.function([l_in.input_var, n], L.get_output([v[0] for v in layers.values()]))
+    x = np.arange(5 * 24, dtype=floatX).reshape(5, 2, 3, 4)
+    for (name, (layer, ref, shape)), got in zip(layers.items(), f(x, 4)):
+        np.testing.assert_array_equal(got, ref(x), err_msg=name)
+        assert layer.output_shape == shape, name
+    assert L.get_output_shape(layers["minus"][0], (5, 2, 3, 4)) == (10, 12)
+    assert L.ReshapeLayer((6, 4), (-1, 2, [1])).output_shape == (3, 2, 4)
+
+
+def test_reshape_and_flatten_errors_quote_values():
+    with pytest.raises(ValueError, match=r"total size 24 is not a multiple of 5"):
+        L.ReshapeLayer((2, 3, 4), (5, -1))
+    with pytest.raises(ValueError, match=r"total size 24 != 25"):
+        L.ReshapeLayer((2, 3, 4), (5, 5))
+    with pytest.raises(ValueError, match=r"refers to input dimension \[3\]"):
+        L.ReshapeLayer((2, 3, 4), ([3], -1))
+    with pytest.raises(ValueError, match="-1 at most once"):
+        L.ReshapeLayer((2, 3, 4), (-1, -1))
+    with pytest.raises(ValueError, match="must be positive or -1, got \\(0, 24\\)"):
+        L.ReshapeLayer((2, 3, 4), (0, 24))
+    with pytest.raises(ValueError, match="single-element lists .* got \\[0, 1\\]"):
+        L.ReshapeLayer((2, 3, 4), ([0, 1], -1))
+    with pytest.raises(ValueError, match="outdim must be an int in 1..3 .* got 4"):
+        L.FlattenLayer((2, 3, 4), outdim=4)
+    with pytest.raises(ValueError, match="drops a dimension of size != 1"):
+        L.DimshuffleLayer((2, 3), (0,))
+
+
+def test_elemwise_sum_and_concat():
+    a, b, c = L.InputLayer((None, 3)), L.InputLayer((None, 3)), L.InputLayer((4, None))
+    s1 = L.ElemwiseSumLayer([a, b])
+    s2 = L.ElemwiseSumLayer([a, b, c], coeffs=[0.5, -1, 2])
+    mx = L.ElemwiseMergeLayer([a, b], pt.maximum)
+    cat0 = L.ConcatLayer([a, b], axis=0)
+    cat1 = L.ConcatLayer([a, c], axis=-1)
+    assert s2.output_shape == (4, 3) and cat0.output_shape == (None, 3) and cat1.output_shape == (4, None)
+    assert L.ConcatLayer([a, b]).output_shape == (None, 6)
+    f = pytensor.function([a.input_var, b.input_var, c.input_var], L.get_output([s1, s2, mx, cat0, cat1]))
+    rng = np.random.default_rng(0)
+    x, y, z = (rng.standard_normal((4, 3)).astype(floatX) for _ in range(3))
+    got = f(x, y, z)
+    np.testing.assert_allclose(got[0], x + y, rtol=1e-6)
+    np.testing.assert_allclose(got[1], 0.5 * x - y + 2 * z, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(got[2], np.maximum(x, y))
+    np.testing.assert_array_equal(got[3], np.concatenate([x, y], axis=0))
+    np.testing.assert_array_equal(got[4], np.concatenate([x, z], axis=1))
+    assert got[1].dtype == np.dtype(floatX)
+    with pytest.raises(ValueError, match=r"input shapes must match, got \[\(None, 3\), \(None, 4\)\]"):
+        L.ElemwiseSumLayer([a, L.InputLayer((None, 4))])
+    with pytest.raises(ValueError, match=r"got 3 coeffs \[1, 2, 3\] for 2 incomings"):
+        L.ElemwiseSumLayer([a, b], coeffs=[1, 2, 3])
+    with pytest.raises(ValueError, match="differ outside axis 1"):
+        L.ConcatLayer([L.InputLayer((2, 3)), L.InputLayer((3, 3))], axis=1)
