@@ -21,6 +21,9 @@ A ModelClass is constructed as ``ModelClass(config)`` (a :class:`WorkerConfig`) 
 * ``cleanup()``: release data loaders, files, ...
 * ``state_vars`` (optional): shared variables beyond ``params`` that a checkpoint must
   hold (optimizer velocities, the learning rate, ...).
+* ``sync_state(comm)`` (optional): called on every worker at each epoch end, before
+  validation, with the workers' communicator: pool non-exchanged state such as
+  batch-norm running statistics.
 
 Training and validation loss/error are reported with ``recorder.record_train(loss,
 error, n)`` and ``recorder.record_val(loss, error, n)``.

@@ -270,6 +270,8 @@ class WorkerLoop:
             self.epoch = epoch
             completed = self.train_epoch(epoch)
             self.end_of_epoch(epoch)
+            if callable(getattr(self.model, "sync_state", None)):
+                self.model.sync_state(self.comm)
             metrics = train_metrics(self.recorder, self.comm)
             metrics.update(validate(self.model, self.recorder, self.comm))
             if rank0:

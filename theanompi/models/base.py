@@ -86,7 +86,10 @@ class ClassifierModel:
         self.x = pt.tensor("x", dtype=self.floatX, shape=(None,) + self.data.x_train.shape[1:])
         self.y = pt.ivector("y")
         rng = np.random.default_rng(config.seed)
-        self.params, self.logits = self.build_network(self.x, rng)
+        self.network = None  # a subclass built from theanompi.models.layers may keep its output layer here
+        built = self.build_network(self.x, rng)
+        self.params, self.logits = built[0], built[1]
+        self.val_logits = built[2] if len(built) > 2 else self.logits
         self.n_classes = int(self.hp.get("n_classes", 10))
         self.lr = pytensor.shared(np.asarray(self.hp["lr"], dtype=self.floatX), name="lr")
         self._epoch = 0
@@ -104,14 +107,16 @@ class ClassifierModel:
         raise NotImplementedError
 
     def build_network(self, x, rng):
-        """Return (params, logits) for input variable ``x``."""
+        """Return (params, logits) for input variable ``x``, or (params, logits, val_logits) when
+        validation needs a different graph (dropout off, batch-norm running statistics)."""
         raise NotImplementedError
 
     # ----- graph ----------------------------------------------------------------------
-    def loss_and_error(self):
-        onehot = pt.eq(self.y[:, None], pt.arange(self.logits.shape[1])[None, :]).astype(self.floatX)
-        loss = -pt.mean(pt.sum(onehot * pt.special.log_softmax(self.logits, axis=1), axis=1))
-        error = pt.mean(pt.neq(pt.argmax(self.logits, axis=1), self.y))
+    def loss_and_error(self, logits=None):
+        logits = self.logits if logits is None else logits
+        onehot = pt.eq(self.y[:, None], pt.arange(logits.shape[1])[None, :]).astype(self.floatX)
+        loss = -pt.mean(pt.sum(onehot * pt.special.log_softmax(logits, axis=1), axis=1))
+        error = pt.mean(pt.neq(pt.argmax(logits, axis=1), self.y))
         return loss, error
 
     def regularised(self, loss):
@@ -154,7 +159,7 @@ class ClassifierModel:
             self._update_fn = pytensor.function([vector], [], updates=self.sgd_updates(mean))
         else:
             self._train_fn = pytensor.function(inputs, [loss, error], updates=self.sgd_updates(grads))
-        self._val_fn = pytensor.function(inputs, [loss, error])
+        self._val_fn = pytensor.function(inputs, list(self.loss_and_error(self.val_logits)))
 
     # ----- contract -------------------------------------------------------------------
     def lr_multiplier(self, epoch_progress: float) -> float:
@@ -203,6 +208,13 @@ class ClassifierModel:
             xb, yb = self.data.val_batch(count)
         loss, error = self._val_fn(xb, yb)
         recorder.record_val(loss, error, len(yb))
+
+    def sync_state(self, comm) -> None:
+        """Pool batch-norm running statistics over the workers (collective; see the layers' BN policy)."""
+        if self.network is not None:
+            from theanompi.models.layers import sync_running_stats
+
+            sync_running_stats(self.network, comm)
 
     def cleanup(self) -> None:
         """Close the data (stops a prefetch thread, closes files)."""

@@ -21,16 +21,18 @@ from theanompi.params import FusedParams
 
 
 def _params_of(network) -> list:
+    from theanompi.models.layers import Layer, get_all_params
+
     if isinstance(network, (list, tuple)):
+        if network and all(isinstance(x, Layer) for x in network):
+            return list(get_all_params(list(network), trainable=True))
         return list(network)
-    if hasattr(network, "params"):
+    if isinstance(network, Layer):  # before .params: every layer has a dict of its own params
+        return list(get_all_params(network, trainable=True))
+    if isinstance(getattr(network, "params", None), (list, tuple)):
         return list(network.params)
-    try:
-        from theanompi.models.layers import get_all_params
-    except ImportError:
-        raise TypeError(f"cannot find parameters in {type(network).__name__}: pass a list of shared "
-                        "variables or an object with .params") from None
-    return list(get_all_params(network, trainable=True))
+    raise TypeError(f"cannot find parameters in {type(network).__name__}: pass a Lasagne-style layer, "
+                    "a list of shared variables or an object with a .params list")
 
 
 class MVNetParamManager:
