@@ -30,6 +30,11 @@ def test_remote_hosts_and_gpu_pinning():
     assert "--host n2" in contexts[2] and "CUDA_VISIBLE_DEVICES=0" in contexts[2]
 
 
+def test_threads_per_worker_override():
+    argv = mpiexec_command(ranks("cpu0"), "s", "none", mpiexec="m", python="p", cpu_count=8, threads=1)
+    assert "-x OMP_NUM_THREADS=1" in " ".join(argv)
+
+
 def test_binding_without_oversubscription():
     argv = mpiexec_command(ranks("cpu0,cpu1"), "s", "core", mpiexec="m", python="p", cpu_count=2)
     assert argv[1:3] == ["--bind-to", "core"] and "--oversubscribe" not in argv

@@ -70,13 +70,13 @@ def find_mpiexec() -> str:
 
 
 def mpiexec_command(ranks: list[RankSpec], spec_path: str, bind: str, mpiexec: str | None = None,
-                    python: str | None = None, cpu_count: int | None = None) -> list[str]:
-    """argv that starts one ``python -m theanompi.worker SPEC`` per rank."""
+                    python: str | None = None, cpu_count: int | None = None, threads: int = 0) -> list[str]:
+    """argv that starts one ``python -m theanompi.worker SPEC`` per rank (``threads`` 0: cores / local ranks)."""
     mpiexec = mpiexec or find_mpiexec()
     python = python or sys.executable
     cores = cpu_count or os.cpu_count() or 1
     n_local = sum(1 for r in ranks if r.device.is_local)
-    threads = max(1, cores // max(1, n_local))
+    threads = threads or max(1, cores // max(1, n_local))
     oversubscribed = n_local > cores
     if oversubscribed and bind != "none":
         # Open MPI 5 cannot bind an oversubscribed MPMD job ("no available cpus").

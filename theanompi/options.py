@@ -129,6 +129,7 @@ class Option:
 COMMON_OPTIONS = (
     Option("n_epochs", "N_EPOCHS", positive_int, None, "epochs to train (default: the model's n_epochs, else 10)"),
     Option("seed", "SEED", non_negative_int, 0, "seed for initialisation and the common shuffle"),
+    Option("threads", "THREADS_PER_WORKER", non_negative_int, 0, "BLAS/OpenMP threads per rank (0: cores / local ranks)"),
     Option("bind", "BIND", choice("none", "core", "socket", "numa"), "none", "bind each rank through mpiexec --bind-to"),
     Option("run_dir", "RUN_DIR", text_value, None, "directory for logs, records and the final model (default runs/RULE-TIME)"),
     Option("log_level", "LOG_LEVEL", choice("DEBUG", "INFO", "WARNING", "ERROR"), "INFO", "logging level of rank 0"),

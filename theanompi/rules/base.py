@@ -123,7 +123,7 @@ class Rule:
         run_dir.mkdir(parents=True, exist_ok=True)
         spec_path = run_dir / "session.json"
         spec.save(spec_path)
-        argv = mpiexec_command(ranks, str(spec_path), bind=spec.options["bind"])
+        argv = mpiexec_command(ranks, str(spec_path), bind=spec.options["bind"], threads=spec.options.get("threads", 0))
         log.info("starting %d ranks: %s", len(ranks), ", ".join(str(r.device) for r in ranks))
         self.spec = spec
         self.session = Session(argv, run_dir, ranks)
