@@ -11,7 +11,8 @@ from conftest import ASSETS, run_launcher, run_mpi, stress_reps, write_cfg
 from theanompi import GOSGD
 from theanompi.errors import ConfigError
 from theanompi.rules import get_rule
-from theanompi.rules.gosgd import header_slots, merge, pack_message, probability, unpack_message
+from theanompi.options import fraction as probability
+from theanompi.rules.gosgd import header_slots, merge, pack_message, unpack_message
 from theanompi.training import load_final_params
 
 

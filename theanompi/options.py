@@ -28,33 +28,46 @@ class InvalidValue(ValueError):
     """Raised by a parser; its message says what is allowed."""
 
 
-def positive_int(value: Any) -> int:
+def _number(value: Any, cast) -> Any:
+    """``cast(value)`` for ints/floats and their text, None for anything else (bools included)."""
+    if isinstance(value, bool):
+        return None
     try:
-        number = int(str(value).strip()) if not isinstance(value, bool) else None
+        return cast(str(value).strip())
     except ValueError:
-        number = None
+        return None
+
+
+def positive_int(value: Any) -> int:
+    number = _number(value, int)
     if number is None or number < 1:
         raise InvalidValue("use an integer >= 1")
     return number
 
 
 def non_negative_int(value: Any) -> int:
-    try:
-        number = int(str(value).strip()) if not isinstance(value, bool) else None
-    except ValueError:
-        number = None
+    number = _number(value, int)
     if number is None or number < 0:
         raise InvalidValue("use an integer >= 0")
     return number
 
 
 def non_negative_float(value: Any) -> float:
-    try:
-        number = float(str(value).strip()) if not isinstance(value, bool) else None
-    except ValueError:
-        number = None
+    number = _number(value, float)
     if number is None or not number >= 0.0 or number == float("inf"):
         raise InvalidValue("use a finite number >= 0")
+    return number
+
+
+def fraction(value: Any) -> float:
+    """A number in (0, 1]: rates and probabilities (EASGD_ALPHA, GOSGD_P).
+
+    >>> fraction("0.25")
+    0.25
+    """
+    number = _number(value, float)
+    if number is None or not 0.0 < number <= 1.0:
+        raise InvalidValue("use a number in (0, 1]")
     return number
 
 
@@ -70,19 +83,16 @@ def boolean(value: Any) -> bool:
 
 
 def positive_float(value: Any) -> float:
-    number = non_negative_float(value) if not isinstance(value, bool) else -1.0
-    if not number > 0:
+    number = _number(value, float)
+    if number is None or not 0.0 < number < float("inf"):
         raise InvalidValue("use a finite number > 0")
     return number
 
 
 def unit_interval(value: Any) -> float:
     """A number in [0, 1)."""
-    try:
-        number = non_negative_float(value)
-    except InvalidValue:
-        number = -1.0
-    if not 0.0 <= number < 1.0:
+    number = _number(value, float)
+    if number is None or not 0.0 <= number < 1.0:
         raise InvalidValue("use a number in [0, 1)")
     return number
 

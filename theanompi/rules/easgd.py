@@ -81,7 +81,7 @@ import numpy as np
 
 from theanompi.devices import Device
 from theanompi.mpirun import RankSpec
-from theanompi.options import InvalidValue, Option, positive_int
+from theanompi.options import Option, fraction, positive_int
 from theanompi.rules.base import Rule
 from theanompi.training import WorkerLoop
 
@@ -97,25 +97,6 @@ SERVER_MAX_SLEEP = 1e-3
 WORKER_MAX_SLEEP = 1e-3
 
 
-def moving_rate(value: Any) -> float:
-    """Parser of EASGD_ALPHA: a number in (0, 1].
-
-    Example
-    -------
-    >>> moving_rate("0.25")
-    0.25
-    >>> moving_rate(0)
-    Traceback (most recent call last):
-    ...
-    theanompi.options.InvalidValue: use a number in (0, 1]
-    """
-    try:
-        number = float(str(value).strip()) if not isinstance(value, bool) else None
-    except ValueError:
-        number = None
-    if number is None or not 0.0 < number <= 1.0:
-        raise InvalidValue("use a number in (0, 1]")
-    return number
 
 
 class EASGD(Rule):
@@ -131,7 +112,7 @@ class EASGD(Rule):
 
     name = "EASGD"
     rule_options = (
-        Option("alpha", "EASGD_ALPHA", moving_rate, 0.5,
+        Option("alpha", "EASGD_ALPHA", fraction, 0.5,
                "moving rate: each exchange moves worker and centre alpha*(w - c) towards each other"),
         Option("tau", "EASGD_TAU", positive_int, 4, "local steps between a worker's exchanges with the server"),
     )
@@ -452,4 +433,4 @@ class EASGDWorker(WorkerLoop):
         self.model.cleanup()
 
 
-__all__ = ["EASGD", "EASGDServer", "EASGDWorker", "grant_steps", "moving_rate"]
+__all__ = ["EASGD", "EASGDServer", "EASGDWorker", "grant_steps"]

@@ -77,7 +77,7 @@ from typing import Any
 
 import numpy as np
 
-from theanompi.options import InvalidValue, Option
+from theanompi.options import Option, fraction
 from theanompi.rules.base import Rule
 from theanompi.training import WorkerLoop, check_agreement
 
@@ -93,25 +93,6 @@ WEIGHT_TOLERANCE = 1e-9
 MAX_FREE_BUFFERS = 4
 
 
-def probability(value: Any) -> float:
-    """Parser of ``GOSGD_P``: a number in (0, 1].
-
-    Example
-    -------
-    >>> probability("0.25")
-    0.25
-    >>> probability(0)
-    Traceback (most recent call last):
-    ...
-    theanompi.options.InvalidValue: use a number in (0, 1]
-    """
-    try:
-        number = float(str(value).strip()) if not isinstance(value, bool) else None
-    except ValueError:
-        number = None
-    if number is None or not 0.0 < number <= 1.0:
-        raise InvalidValue("use a number in (0, 1]")
-    return number
 
 
 # ----- message arithmetic (pure numpy) -------------------------------------------------
@@ -170,7 +151,7 @@ class GOSGD(Rule):
 
     name = "GOSGD"
     rule_options = (
-        Option("p", "GOSGD_P", probability, 0.1, "probability that a worker pushes its params after a step"),
+        Option("p", "GOSGD_P", fraction, 0.1, "probability that a worker pushes its params after a step"),
     )
 
     @classmethod
