@@ -27,6 +27,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/overhead_one_worker.py
 	$(BIN)/python benchmarks/cnn_step_vs_torch.py
 	$(BIN)/python benchmarks/rules_time_to_accuracy.py
+	$(BIN)/python benchmarks/scaling_vs_ddp.py
 
 clean:
 	rm -rf runs $(VENV) *.egg-info

@@ -119,7 +119,8 @@ def test_two_workers_learn_digits_via_tmlauncher(tmp_path):
     assert all(w["exchanges"] >= 1 and w["mean_wait_s"] > 0 for w in workers)
     assert all(m is None or m > 0 for m in result["mean_wait_s"])
     assert len(load_final_params(run_dir)) == 4  # W0, b0, W1, b1 of the centre
-    assert sorted(p.name for p in (run_dir / "ranks").iterdir()) == ["rank-0.done", "rank-1.done", "rank-2.done"]
+    assert sorted(p.name for p in (run_dir / "ranks").glob("*.done")) == ["rank-0.done", "rank-1.done", "rank-2.done"]
+    assert not list((run_dir / "ranks").glob("*.failed"))
 
 
 def test_session_learns_via_rule_init_and_wait(tmp_path):

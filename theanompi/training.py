@@ -21,6 +21,7 @@ import numpy as np
 from theanompi.contract import WorkerConfig, check_model_instance
 from theanompi.errors import ContractError
 from theanompi.model_loader import load_model_class
+from theanompi.params import assign
 
 log = logging.getLogger("theanompi")
 
@@ -192,7 +193,7 @@ class WorkerLoop:
                 if np.shape(current) != np.shape(value):
                     raise ContractError(f"RESUME={path!r}: {what}[{i}] has shape {np.shape(value)} in the checkpoint, "
                                         f"{np.shape(current)} in the model")
-                var.set_value(np.asarray(value, dtype=getattr(current, "dtype", None)))
+                assign(var, np.asarray(value, dtype=getattr(current, "dtype", None)))
         self.iteration = int(payload["iteration"])
         self.recorder.iteration = self.iteration
         if self.comm.rank == 0:

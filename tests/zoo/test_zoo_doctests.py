@@ -1,0 +1,16 @@
+"""The docstring examples of every module of theanompi.models.zoo run and print what they show."""
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["", ".cifar10_cnn", ".resnet", ".alexnet", ".vgg", ".lstm", ".wgan"]
+
+
+@pytest.mark.parametrize("suffix", MODULES)
+def test_docstring_examples(suffix):
+    module = importlib.import_module("theanompi.models.zoo" + suffix)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0, f"{module.__name__} has no examples"
+    assert result.failed == 0, f"{result.failed} docstring example(s) of {module.__name__} failed (see output)"

@@ -1,0 +1,94 @@
+"""AlexNet (Krizhevsky et al. 2012, single-tower, as in Theano-MPI's model zoo) on ImageNet-style hickle batches.
+
+Network (``widths`` = ``"96,256,384,384,256"``, ``fc_width`` = 4096, ``stem=imagenet``)::
+
+    crop (3, 227, 227) -> conv11x11/4(96) + relu -> maxpool 3/2
+                       -> conv5x5(256, pad 2) + relu -> maxpool 3/2
+                       -> conv3x3(384) -> conv3x3(384) -> conv3x3(256) (pad 1, relu) -> maxpool 3/2
+                       -> fc(4096) + relu -> dropout -> fc(4096) + relu -> dropout -> fc(n_classes)
+
+``stem=small`` (chosen by ``auto`` for crops under 64 pixels, e.g. 32x32 tests)
+replaces the first convolution by 5x5 stride 1 pad 2. Local response
+normalisation and the two-GPU split of the original are left out. Dropout (with
+masks that differ between ranks) is active in training only: validation uses the
+deterministic network.
+
+Data (``data=hickle``, default): ``MODEL_DATA_DIR`` holds ``train/`` (one hickle
+file per rank batch: the batch size is the files'), optional ``val/``,
+``labels/train_labels.npy`` + ``labels/val_labels.npy`` (when the files hold bare
+image arrays), optional ``img_mean.npy`` (see :mod:`theanompi.models.zoo` and
+:mod:`theanompi.models.data.hickle_batches`); ``input_size`` is the crop (random
+crop + flip for training, center crop for validation), ``layout`` ``bchw`` or
+Theano-MPI's ``chwb``. ``data=synthetic`` (``input_size`` x ``input_size``) runs it
+without files.
+
+Model options (cfg ``MODEL_*``): ``widths``, ``fc_width``, ``dropout`` (0.5),
+``stem`` (``auto``/``imagenet``/``small``), ``n_classes`` (1000), ``input_size``
+(227), the other data options, ``lr`` (0.01), ``momentum`` (0.9), ``weight_decay``
+(0.0005), ``n_epochs`` (70), ``lr_decay_epochs`` (``"20,40,60"``), ``prefetch`` (true).
+
+cfg to run it on Theano-MPI-style ImageNet batches::
+
+    RULE=BSP
+    MODELFILE=theanompi.models.zoo.alexnet
+    MODELCLASS=AlexNet
+    DEVICES=cpu0,cpu1
+    MODEL_DATA_DIR=/data/imagenet_hkl     # train/ val/ labels/ img_mean.npy
+    MODEL_LAYOUT=chwb
+
+Example
+-------
+Small: synthetic 3x32x32 images, 5 classes, narrow layers.
+
+>>> from theanompi.contract import WorkerConfig
+>>> opts = {"data": "synthetic", "input_size": 32, "n_classes": 5, "widths": "8,8,8,8,8", "fc_width": 16}
+>>> m = AlexNet(WorkerConfig(rank=0, size=1, seed=0, device="cpu0", model_options=opts))
+>>> L.get_output_shape(m.network), m.stem
+((None, 5), 'small')
+"""
+
+from __future__ import annotations
+
+import theanompi.models.layers as L
+from theanompi.errors import ConfigError
+from theanompi.models.zoo import ImageClassifier, choice_check, int_list_check, is_int, is_number, parse_int_list
+
+
+class AlexNet(ImageClassifier):
+    """AlexNet-style ConvNet for ImageNet-style crops (see the module docstring)."""
+
+    defaults = {**ImageClassifier.defaults, "data": "hickle", "input_size": 227, "n_classes": 1000,
+                "widths": "96,256,384,384,256", "fc_width": 4096, "dropout": 0.5, "stem": "auto",
+                "batch_size": 128, "lr": 0.01, "momentum": 0.9, "weight_decay": 0.0005, "n_epochs": 70,
+                "lr_decay_epochs": "20,40,60", "prefetch": True}
+    checks = {**ImageClassifier.checks, "widths": int_list_check(length=5),
+              "fc_width": ((lambda v: is_int(v, 1)), "an integer >= 1"),
+              "dropout": ((lambda v: is_number(v) and v < 1), "a number in [0, 1)"),
+              "stem": choice_check("auto", "imagenet", "small")}
+    data_choices = ("hickle", "synthetic")
+
+    def build_layers(self, net):
+        hp = self.hp
+        side = min(net.output_shape[2:])
+        self.stem = hp["stem"] if hp["stem"] != "auto" else ("imagenet" if side >= 64 else "small")
+        w = parse_int_list(hp["widths"])
+        he = L.init.HeNormal("relu")
+        try:
+            if self.stem == "imagenet":
+                net = L.Conv2DLayer(net, w[0], 11, stride=4, W=he, name="conv1")
+            else:
+                net = L.Conv2DLayer(net, w[0], 5, pad=2, W=he, name="conv1")
+            net = L.MaxPool2DLayer(net, 3, stride=2, name="pool1")
+            net = L.Conv2DLayer(net, w[1], 5, pad=2, W=he, name="conv2")
+            net = L.MaxPool2DLayer(net, 3, stride=2, name="pool2")
+            for i in (3, 4, 5):
+                net = L.Conv2DLayer(net, w[i - 1], 3, pad=1, W=he, name=f"conv{i}")
+            net = L.MaxPool2DLayer(net, 3, stride=2, name="pool5")
+        except ValueError as e:
+            raise ConfigError(f"AlexNet: a {side}x{side} input is too small for stem={self.stem} ({e}); use a "
+                              "larger MODEL_INPUT_SIZE or MODEL_STEM=small") from None
+        for i in (6, 7):
+            net = L.DenseLayer(net, hp["fc_width"], W=he, name=f"fc{i}")
+            if hp["dropout"]:
+                net = self.dropout(net, hp["dropout"])
+        return L.DenseLayer(net, self.n_outputs, nonlinearity=None, W=L.init.Normal(0.01), name="fc8")
