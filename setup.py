@@ -15,13 +15,14 @@ INSTALL_REQUIRES = [
 ]
 
 EXTRAS = {
-    # torch and keras run the Multiverso PyTorch/Keras examples in the tests
-    "test": ["pytest>=9.2", "pytest-timeout>=2.4", "torch==2.13.0", "keras>=3.15"],
+    # torch and keras run the Multiverso PyTorch/Keras examples in the tests; jax checks the ops' JAX dispatch
+    "test": ["pytest>=9.2", "pytest-timeout>=2.4", "torch==2.13.0", "keras>=3.15", "jax>=0.10.2"],
     "keras": ["keras>=3.15"],  # theanompi.multiverso.keras_ext.MVCallback (with any Keras backend)
+    "jax": ["jax>=0.10.2"],  # pytensor's JAX mode (CPU here; the [cuda] extra adds the GPU plugin)
     # torch 2.13.0 is the CPU build available offline on the dev machines; a looser
     # range would pull the registry's newest CUDA build (several GB).
     "bench": ["torch==2.13.0"],
-    "cuda": ["cupy-cuda12x>=14.2", "jax[cuda12]>=0.12"],
+    "cuda": ["cupy-cuda12x>=14.2", "jax[cuda12]>=0.10.2"],
 }
 
 setup(

@@ -80,3 +80,17 @@ def test_keras_callback_example_learns():
     if not (importlib.util.find_spec("keras") and importlib.util.find_spec("torch")):
         pytest.skip("keras and torch are not installed (the [test] extra installs them)")
     assert _accuracy(_run_example("keras_model.py", 2)) >= 0.90
+
+
+def test_param_manager_finds_every_layer_param():
+    """A Lasagne-style layer has a .params dict of its own: the manager must collect the whole net's."""
+    import numpy as np
+
+    import theanompi.models.layers as L
+    from theanompi.multiverso.param_manager import _params_of
+
+    L.init.set_rng(np.random.default_rng(0))
+    net = L.DenseLayer(L.DenseLayer(L.InputLayer((None, 4)), 3), 2)
+    assert len(_params_of(net)) == 4
+    assert len(_params_of([net])) == 4
+    assert len(_params_of(L.get_all_params(net))) == 4

@@ -44,11 +44,12 @@ def _lax_pool(pool_size, stride, pad, mode):
     padding = ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1]))
 
     def pool(x):
+        # Python-scalar identities let JAX pick its differentiable monoid reducers
+        # (reduce_window_max / reduce_window_sum); an array init gives the generic,
+        # non-differentiable reduce_window.
         if mode == "max":
-            init = jnp.array(-jnp.inf, dtype=x.dtype)
-            return jax.lax.reduce_window(x, init, jax.lax.max, window, strides, padding)
-        init = jnp.array(0, dtype=x.dtype)
-        total = jax.lax.reduce_window(x, init, jax.lax.add, window, strides, padding)
+            return jax.lax.reduce_window(x, -float("inf"), jax.lax.max, window, strides, padding)
+        total = jax.lax.reduce_window(x, 0.0, jax.lax.add, window, strides, padding)
         return total / jnp.array(pool_size[0] * pool_size[1], dtype=x.dtype)
 
     return pool
