@@ -19,6 +19,7 @@ import struct
 from pathlib import Path
 
 import numpy as np
+from cifar_format import official_bytes
 
 
 def class_images(n: int, n_classes: int, side: int, seed: int, channels: int = 3):
@@ -61,27 +62,6 @@ def write_hickle_dataset(root: Path, n_train_files: int = 8, n_val_files: int = 
     return root
 
 
-class _Py2Pickler(pickle._Pickler):
-    """Writes str and bytes as Python 2 ``str`` (BINSTRING opcodes), as cPickle did for the official files."""
-
-    dispatch = dict(pickle._Pickler.dispatch)
-
-    def save_py2_str(self, obj):
-        raw = obj.encode("latin-1") if isinstance(obj, str) else obj
-        if len(raw) < 256:
-            self.write(pickle.SHORT_BINSTRING + bytes([len(raw)]) + raw)
-        else:
-            self.write(pickle.BINSTRING + struct.pack("<i", len(raw)) + raw)
-        self.memoize(raw)
-
-    dispatch[bytes] = save_py2_str
-    dispatch[str] = save_py2_str
-
-
-def _official_bytes(obj) -> bytes:
-    buf = io.BytesIO()
-    _Py2Pickler(buf, protocol=2).dump(obj)
-    return buf.getvalue().replace(b"cnumpy._core.multiarray\n", b"cnumpy.core.multiarray\n")
 
 
 def write_cifar10(root: Path, n_per_file: int = 64, n_test: int = 64, seed: int = 0) -> Path:
@@ -94,7 +74,7 @@ def write_cifar10(root: Path, n_per_file: int = 64, n_test: int = 64, seed: int 
         x, y = class_images(n, 10, 32, seed + k)
         batch = {b"batch_label": name.encode(), b"labels": [int(v) for v in y], b"data": x.reshape(n, 3072),
                  b"filenames": [f"img_{i}.png".encode() for i in range(n)]}
-        (root / name).write_bytes(_official_bytes(batch))
+        (root / name).write_bytes(official_bytes(batch))
     return root
 
 

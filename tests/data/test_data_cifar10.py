@@ -8,34 +8,16 @@ import struct
 import numpy as np
 import pytest
 
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "assets"))
+from cifar_format import Py2Pickler, official_bytes  # noqa: E402,F401
+
 from theanompi.errors import ConfigError
 from theanompi.models.data.cifar10 import (
     Cifar10Data, RestrictedUnpickler, UnsafePickleError, load_cifar10, safe_unpickle,
 )
-
-
-class Py2Pickler(pickle._Pickler):
-    """Writes str and bytes as Python 2 ``str`` (BINSTRING opcodes), as cPickle did for the official files."""
-
-    dispatch = dict(pickle._Pickler.dispatch)
-
-    def save_py2_str(self, obj):
-        raw = obj.encode("latin-1") if isinstance(obj, str) else obj
-        if len(raw) < 256:
-            self.write(pickle.SHORT_BINSTRING + bytes([len(raw)]) + raw)
-        else:
-            self.write(pickle.BINSTRING + struct.pack("<i", len(raw)) + raw)
-        self.memoize(raw)
-
-    dispatch[bytes] = save_py2_str
-    dispatch[str] = save_py2_str
-
-
-def official_bytes(obj) -> bytes:
-    """Protocol 2, Python 2 strings, numpy 1.x module names: what ``cifar-10-python.tar.gz`` holds."""
-    buf = io.BytesIO()
-    Py2Pickler(buf, protocol=2).dump(obj)
-    return buf.getvalue().replace(b"cnumpy._core.multiarray\n", b"cnumpy.core.multiarray\n")
 
 
 def batch_dict(data, labels, label="training batch"):
