@@ -13,9 +13,6 @@
 from __future__ import annotations
 
 import contextlib
-import io
-import pickle
-import struct
 from pathlib import Path
 
 import numpy as np

@@ -3,7 +3,6 @@
 import io
 import os
 import pickle
-import struct
 
 import numpy as np
 import pytest
