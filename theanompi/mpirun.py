@@ -95,6 +95,10 @@ def mpiexec_command(ranks: list[RankSpec], spec_path: str, bind: str, mpiexec: s
         env = {"OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}
         if rank.device.is_cuda:
             env["CUDA_VISIBLE_DEVICES"] = rank.device.index
+            # JAX would otherwise grab 75 % of the GPU at start-up: allocate on demand and leave
+            # a quarter to CuPy buffers and NCCL (the user's own settings win).
+            for key, value in (("XLA_PYTHON_CLIENT_PREALLOCATE", "false"), ("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.75")):
+                env[key] = os.environ.get(key, value)
         for key, value in env.items():
             argv += ["-x", f"{key}={value}"]
         for name in forwarded:

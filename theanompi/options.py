@@ -150,6 +150,8 @@ COMMON_OPTIONS = (
     Option("checkpoint_every", "CHECKPOINT_EVERY", non_negative_int, 0, "save a checkpoint every K epochs (0: never)"),
     Option("checkpoint_dir", "CHECKPOINT_DIR", text_value, None, "where checkpoints go (default RUN_DIR/checkpoints)"),
     Option("resume", "RESUME", text_value, None, "continue from a checkpoint file or directory (its newest)"),
+    Option("compute", "COMPUTE", choice("auto", "c", "jax"), "auto",
+           "pytensor backend: c (C code on the CPU) or jax (JAX mode, params kept on the device); auto: c on cpu, jax on cuda"),
 )
 
 MODEL_PREFIX = "MODEL_"

@@ -10,6 +10,11 @@ Hyper-parameters come from ``config.model_options`` (cfg keys ``MODEL_*``),
 checked against :attr:`defaults` (the launcher calls :meth:`validate_options`
 before any rank starts).
 
+The session option ``COMPUTE`` picks the backend (``theanompi.compute``): the C
+backend, or pytensor's JAX mode with every shared variable kept as a ``jax.Array``
+on the rank's device; then ``train_iter`` returns the ``cdd`` update vector as a
+jax array and ``apply_update`` accepts NumPy, CuPy (DLPack) or jax arrays.
+
 Example
 -------
 >>> class Softmax(ClassifierModel):
@@ -29,9 +34,12 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 
+from theanompi import arrays
+from theanompi.compute import check_jax_device, keep_on_device, pytensor_mode, resolve_compute
 from theanompi.errors import ConfigError
 from theanompi.models.data.base import ShardedArrayData
 from theanompi.models.data.digits import load_digits_split  # noqa: F401  (docstring example)
+from theanompi.params import assign
 
 
 def _positive_int(v):
@@ -79,6 +87,7 @@ class ClassifierModel:
     # ----- construction ---------------------------------------------------------------
     def __init__(self, config):
         self.config = config
+        self.compute = resolve_compute(config.options.get("compute"), config.device)
         self.hp = self.validate_options(config.model_options)
         self.n_epochs = self.hp["n_epochs"]
         self.floatX = pytensor.config.floatX
@@ -114,10 +123,19 @@ class ClassifierModel:
     # ----- graph ----------------------------------------------------------------------
     def loss_and_error(self, logits=None):
         logits = self.logits if logits is None else logits
-        onehot = pt.eq(self.y[:, None], pt.arange(logits.shape[1])[None, :]).astype(self.floatX)
+        width = logits.shape[1]
+        if self.compute == "jax" and logits.type.shape[1] is None:
+            width = self._static_width(logits)  # jax.numpy.arange needs a constant length
+        columns = pt.arange(width)[None, :]
+        onehot = pt.eq(self.y[:, None], columns).astype(self.floatX)
         loss = -pt.mean(pt.sum(onehot * pt.special.log_softmax(logits, axis=1), axis=1))
         error = pt.mean(pt.neq(pt.argmax(logits, axis=1), self.y))
         return loss, error
+
+    def _static_width(self, logits) -> int:
+        """The number of columns of ``logits`` (its shape follows from the params' current shapes)."""
+        sample = np.zeros((1,) + tuple(self.data.x_train.shape[1:]), dtype=self.floatX)
+        return int(pytensor.function([self.x], logits.shape[1], on_unused_input="ignore")(sample))
 
     def regularised(self, loss):
         wd = self.hp["weight_decay"]
@@ -139,15 +157,27 @@ class ClassifierModel:
                 updates.append((p, (p - self.lr * g).astype(self.floatX)))
         return updates
 
+    def function(self, inputs, outputs, updates=None, trust_input: bool = False):
+        """``pytensor.function`` in this model's compute mode (COMPUTE).
+
+        ``trust_input`` (JAX mode only) passes arguments to the jitted function
+        unchecked, so a device array argument stays on the device (pytensor's input
+        check would copy it to the host); the caller supplies the declared dtype.
+        """
+        return pytensor.function(inputs, outputs, updates=updates, mode=pytensor_mode(self.compute),
+                                 trust_input=trust_input and self.compute == "jax")
+
     def compile_iter_fns(self, sync_type: str | None = None) -> None:
         """Compile validation plus, for ``cdd``, gradient and update functions; else one step function."""
+        if self.compute == "jax":
+            check_jax_device(self.config.device)
         self.sync_type = sync_type
         loss, error = self.loss_and_error()
         grads = pytensor.grad(self.regularised(loss), self.params)
         inputs = [self.x, self.y]
         if sync_type == "cdd":
             flat = pt.concatenate([g.ravel() for g in grads]).astype(self.floatX)
-            self._grad_fn = pytensor.function(inputs, [pytensor.Out(flat, borrow=True), loss, error])
+            self._grad_fn = self.function(inputs, [pytensor.Out(flat, borrow=True), loss, error])
             vector = pt.vector("update", dtype=self.floatX)
             pieces, start = [], 0
             for p in self.params:
@@ -156,10 +186,12 @@ class ClassifierModel:
                 pieces.append(vector[start:start + size].reshape(shape))
                 start += size
             mean = [piece * np.asarray(1.0 / self.config.size, dtype=self.floatX) for piece in pieces]
-            self._update_fn = pytensor.function([vector], [], updates=self.sgd_updates(mean))
+            self._update_fn = self.function([vector], [], updates=self.sgd_updates(mean), trust_input=True)
         else:
-            self._train_fn = pytensor.function(inputs, [loss, error], updates=self.sgd_updates(grads))
-        self._val_fn = pytensor.function(inputs, list(self.loss_and_error(self.val_logits)))
+            self._train_fn = self.function(inputs, [loss, error], updates=self.sgd_updates(grads))
+        self._val_fn = self.function(inputs, list(self.loss_and_error(self.val_logits)))
+        if self.compute == "jax":
+            keep_on_device(self.params + self.state_vars)  # no host round trip per step
 
     # ----- contract -------------------------------------------------------------------
     def lr_multiplier(self, epoch_progress: float) -> float:
@@ -174,7 +206,7 @@ class ClassifierModel:
         return 1.0 + (target - 1.0) * epoch_progress / warmup
 
     def _set_lr(self, epoch_progress: float) -> None:
-        self.lr.set_value(np.asarray(self.hp["lr"] * self.lr_multiplier(epoch_progress), dtype=self.floatX))
+        assign(self.lr, np.asarray(self.hp["lr"] * self.lr_multiplier(epoch_progress), dtype=self.floatX))
 
     def adjust_hyperp(self, epoch: int) -> None:
         self._epoch = epoch
@@ -199,8 +231,14 @@ class ClassifierModel:
         recorder.record_train(loss, error, len(yb))
         return None
 
-    def apply_update(self, vector_sum: np.ndarray) -> None:
-        """Apply the sum over workers of their update vectors (divided by N inside the graph)."""
+    def apply_update(self, vector_sum) -> None:
+        """Apply the sum over workers of their update vectors (divided by N inside the graph).
+
+        In JAX mode ``vector_sum`` may be a NumPy, CuPy or jax array; a CuPy buffer is
+        handed to jax through DLPack (no copy, no host trip).
+        """
+        if self.compute == "jax":
+            vector_sum = arrays.to_jax(vector_sum, dtype=self.floatX)
         self._update_fn(vector_sum)
 
     def val_iter(self, count: int, recorder) -> None:

@@ -72,9 +72,9 @@ class Rule:
         model_options = check_model_options(model_options or {})
         cls.check_options(devices, resolved)
         check_local_devices(devices)
-        cuda = [str(d) for d in devices if d.is_cuda]
-        if cuda:
-            raise ConfigError(f"DEVICES: {cuda[0]!r}: GPU workers are not available in this version yet; use cpuN devices")
+        from theanompi.compute import check_compute
+
+        check_compute(devices, resolved)  # cuda devices compute through JAX
         if not isinstance(modelfile, str) or not modelfile.strip():
             raise ConfigError(f"MODELFILE={modelfile!r} must name a module or a .py file")
         if not isinstance(modelclass, str) or not modelclass.isidentifier():

@@ -1,0 +1,122 @@
+"""Which memory an array lives in, and moving arrays between NumPy, JAX and CuPy.
+
+theanompi meets three array kinds: NumPy (host), JAX arrays (pytensor's JAX
+mode keeps parameters as ``jax.Array``; on a CPU jax they are host memory) and
+CuPy arrays (fused buffers that NCCL and CUDA-aware MPI read and write on the
+GPU). Conversions between JAX and CuPy go through DLPack without copies; jax
+and cupy are imported only when an array of theirs shows up.
+
+Example
+-------
+>>> import numpy as np
+>>> x = np.arange(3, dtype="float32")
+>>> kind(x), namespace_of(x).__name__
+('numpy', 'numpy')
+>>> to_host(x) is x
+True
+>>> import jax.numpy as jnp                                       # doctest: +SKIP
+>>> kind(jnp.ones(2)), buffer_namespace(jnp.ones(2)).__name__    # on a CPU jax  # doctest: +SKIP
+('jax', 'numpy')
+"""
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+
+import numpy as np
+
+
+def kind(x) -> str:
+    """'numpy', 'jax', 'cupy' or 'other' (without importing jax or cupy)."""
+    if isinstance(x, np.ndarray):
+        return "numpy"
+    module = type(x).__module__.split(".", 1)[0]
+    if module in ("jax", "jaxlib") and "jax" in sys.modules:
+        import jax
+
+        if isinstance(x, jax.Array):
+            return "jax"
+    if module == "cupy":
+        return "cupy"
+    return "other"
+
+
+def is_jax(x) -> bool:
+    return kind(x) == "jax"
+
+
+def is_cupy(x) -> bool:
+    return kind(x) == "cupy"
+
+
+def on_gpu(x) -> bool:
+    """True for CuPy arrays and JAX arrays on a GPU."""
+    k = kind(x)
+    if k == "cupy":
+        return True
+    if k == "jax":
+        return any(d.platform == "gpu" for d in x.devices())
+    return False
+
+
+def namespace_of(x) -> ModuleType:
+    """The array module of ``x``'s own type: numpy or cupy (jax arrays are never written in place)."""
+    if is_cupy(x):
+        import cupy
+
+        return cupy
+    return np
+
+
+def buffer_namespace(x) -> ModuleType:
+    """The module whose mutable buffers can hold ``x``'s values in the same memory: cupy on a GPU, else numpy."""
+    if on_gpu(x):
+        import cupy
+
+        return cupy
+    return np
+
+
+def to_host(x) -> np.ndarray:
+    """A NumPy array with ``x``'s values (``x`` itself when it is one; a device-to-host copy for GPU arrays)."""
+    if isinstance(x, np.ndarray):
+        return x
+    if is_cupy(x):
+        return x.get()
+    return np.asarray(x)
+
+
+def as_buffer(x, xp: ModuleType):
+    """``x`` as an array of module ``xp`` (numpy or cupy), sharing memory where the kinds allow.
+
+    JAX -> CuPy goes through DLPack (zero copy; the view must only be read). A GPU
+    array asked for as numpy is copied to the host.
+    """
+    if xp is np:
+        return to_host(x)
+    if is_cupy(x):
+        return x
+    return xp.from_dlpack(x)
+
+
+def to_jax(x, dtype=None, copy: bool = False):
+    """A ``jax.Array`` with ``x``'s values on jax's default device.
+
+    CuPy arrays are imported through DLPack (zero copy: jax then shares their
+    memory, so pass ``copy=True`` when the CuPy buffer will be written again);
+    NumPy arrays are transferred (always a copy on the device).
+    """
+    import jax
+    import jax.numpy as jnp
+
+    if is_cupy(x):
+        if dtype is not None and x.dtype != np.dtype(dtype):
+            x = x.astype(dtype)
+        elif copy:
+            x = x.copy()
+        return jax.dlpack.from_dlpack(x)
+    if is_jax(x):
+        out = x if dtype is None or x.dtype == np.dtype(dtype) else x.astype(dtype)
+        return jnp.array(out, copy=True) if copy and out is x else out
+    return jnp.array(np.asarray(x, dtype=dtype), copy=True)
