@@ -99,6 +99,8 @@ def mpiexec_command(ranks: list[RankSpec], spec_path: str, bind: str, mpiexec: s
             # a quarter to CuPy buffers and NCCL (the user's own settings win).
             for key, value in (("XLA_PYTHON_CLIENT_PREALLOCATE", "false"), ("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.75")):
                 env[key] = os.environ.get(key, value)
+        else:
+            env["JAX_PLATFORMS"] = os.environ.get("JAX_PLATFORMS", "cpu")  # COMPUTE=jax on a cpu rank stays on the CPU
         for key, value in env.items():
             argv += ["-x", f"{key}={value}"]
         for name in forwarded:
