@@ -97,6 +97,8 @@ def as_buffer(x, xp: ModuleType):
         return to_host(x)
     if is_cupy(x):
         return x
+    if is_jax(x):
+        x.block_until_ready()  # jax computes asynchronously on its own stream
     return xp.from_dlpack(x)
 
 
@@ -111,10 +113,13 @@ def to_jax(x, dtype=None, copy: bool = False):
     import jax.numpy as jnp
 
     if is_cupy(x):
+        import cupy
+
         if dtype is not None and x.dtype != np.dtype(dtype):
             x = x.astype(dtype)
         elif copy:
             x = x.copy()
+        cupy.cuda.get_current_stream().synchronize()  # NCCL/CuPy work on x is done before jax reads it
         return jax.dlpack.from_dlpack(x)
     if is_jax(x):
         out = x if dtype is None or x.dtype == np.dtype(dtype) else x.astype(dtype)
