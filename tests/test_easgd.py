@@ -151,7 +151,7 @@ def test_worker_with_a_shorter_shard_finishes_without_blocking_the_others(tmp_pa
     assert workers[1]["shard_epochs"] > workers[0]["shard_epochs"] >= 1
 
 
-@pytest.mark.timeout(200 + 15 * stress_reps(24))
+@pytest.mark.timeout(200 + 15 * stress_reps(10))
 def test_protocol_stress_random_delays_always_terminate_with_the_exact_count():
     """3 workers + server in one mpiexec job, one EASGD session per round.
 
@@ -159,7 +159,7 @@ def test_protocol_stress_random_delays_always_terminate_with_the_exact_count():
     workers reach the server in an unpredictable order. Round 4: tau=50 > the 74 steps of
     the session, so worker 2 is told to stop before its first step and never exchanges.
     """
-    n = stress_reps(24)
+    n = stress_reps(10)
     rounds = ["RandomSleeper:1:1"] * n + ["ShortShard:1:50"]
     proc = run_mpi("easgd_stress.py", 4, *rounds, timeout=180 + 15 * n)
     assert "easgd stress ok" in proc.stdout

@@ -153,10 +153,10 @@ def test_three_workers_learn_via_rule_init_and_wait(tmp_path):
     assert s["final_val_accuracy"] >= 0.90
 
 
-@pytest.mark.timeout(180 + 15 * stress_reps(24))
+@pytest.mark.timeout(180 + 15 * stress_reps(10))
 def test_protocol_stress_random_step_times_push_every_step():
     """3 workers, p=1, steps of random 0-20 ms, several sessions in one mpiexec (checks inside the script)."""
-    n = stress_reps(24)
+    n = stress_reps(10)
     proc = run_mpi("gosgd_stress.py", 3, str(n), timeout=170 + 15 * n)
     assert f"gosgd stress ok {n}" in proc.stdout
 

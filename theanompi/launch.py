@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     if code != 0:
         sys.stderr.write(f"tmlauncher: session failed: {rule.failure}\n")
     else:
+        for lost in rule.session.lost:
+            log.info("carried on without %s: it was lost during the session", lost)
         log.info("session finished; records in %s", spec.run_dir)
     return code
 

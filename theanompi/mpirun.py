@@ -70,8 +70,13 @@ def find_mpiexec() -> str:
 
 
 def mpiexec_command(ranks: list[RankSpec], spec_path: str, bind: str, mpiexec: str | None = None,
-                    python: str | None = None, cpu_count: int | None = None, threads: int = 0) -> list[str]:
-    """argv that starts one ``python -m theanompi.worker SPEC`` per rank (``threads`` 0: cores / local ranks)."""
+                    python: str | None = None, cpu_count: int | None = None, threads: int = 0,
+                    fault_tolerant: bool = False) -> list[str]:
+    """argv that starts one ``python -m theanompi.worker SPEC`` per rank (``threads`` 0: cores / local ranks).
+
+    ``fault_tolerant`` runs the job under Open MPI's ULFM (``--with-ft ulfm``): a dead
+    rank no longer ends the job, the survivors see MPI_ERR_PROC_FAILED instead.
+    """
     mpiexec = mpiexec or find_mpiexec()
     python = python or sys.executable
     cores = cpu_count or os.cpu_count() or 1
@@ -83,6 +88,8 @@ def mpiexec_command(ranks: list[RankSpec], spec_path: str, bind: str, mpiexec: s
         log.warning("BIND=%s ignored: %d local ranks on %d cores; ranks run unbound", bind, n_local, cores)
         bind = "none"
     argv = [mpiexec, "--bind-to", bind]
+    if fault_tolerant:
+        argv += ["--with-ft", "ulfm"]
     if oversubscribed:
         argv.append("--oversubscribe")
     forwarded = [name for name in FORWARDED_ENV if name in os.environ]
@@ -146,6 +153,8 @@ class Session:
         self.run_dir = Path(run_dir)
         self.ranks = ranks
         self.failure: str | None = None
+        #: ranks that died while the others carried on (ON_WORKER_LOSS=continue), described
+        self.lost: list[str] = []
         self._stderr_tail: deque[str] = deque(maxlen=200)
         self.proc = subprocess.Popen(argv, env=mpiexec_env(), stdin=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True, errors="replace",
@@ -188,6 +197,10 @@ class Session:
         self._pump.join(timeout=5)
         if code != 0 and self.failure is None:
             self.failure = self._explain_failure(code)
+        if code == 0:
+            from theanompi.fault_tolerance import lost_ranks
+
+            self.lost = [self.ranks[r].describe(r) for r in lost_ranks(self.run_dir, len(self.ranks))]
         return code
 
     def _wait_watching_stalls(self) -> int:

@@ -152,6 +152,8 @@ COMMON_OPTIONS = (
     Option("resume", "RESUME", text_value, None, "continue from a checkpoint file or directory (its newest)"),
     Option("compute", "COMPUTE", choice("auto", "c", "jax"), "auto",
            "pytensor backend: c (C code on the CPU) or jax (JAX mode, params kept on the device); auto: c on cpu, jax on cuda"),
+    Option("on_worker_loss", "ON_WORKER_LOSS", choice("abort", "continue"), "abort",
+           "abort: a lost worker ends the session; continue (EASGD, ASGD): the others carry on without it"),
 )
 
 MODEL_PREFIX = "MODEL_"

@@ -62,9 +62,10 @@ def allreduce_sums(comm, values: list[float]) -> np.ndarray:
     """Element-wise sum of a short list of floats over ``comm``."""
     from mpi4py import MPI
 
-    buf = np.asarray(values, dtype=np.float64)
-    comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
-    return buf
+    mine = np.asarray(values, dtype=np.float64)
+    total = np.empty_like(mine)
+    comm.Allreduce(mine, total, op=MPI.SUM)  # not in place: safe to repeat after a lost worker
+    return total
 
 
 def validate(model, recorder, comm) -> dict[str, float]:
@@ -161,6 +162,8 @@ class WorkerLoop:
         self.n_epochs = n_epochs_for(self.model, self.options)
         self.iteration = 0
         self.epoch = 0
+        self.restored: dict | None = None  # the checkpoint resumed from (rules read their extras from it)
+        self.restored_slot = 0  # whose entries of it are this worker's
         self.start_epoch = self.restore(self.options["resume"]) if self.options.get("resume") else 0
         if self.options.get("watchdog"):
             from theanompi.watchdog import Watchdog
@@ -173,6 +176,10 @@ class WorkerLoop:
         """The model's checkpointed extra state (``model.state_vars``, e.g. optimizer velocities)."""
         return list(getattr(self.model, "state_vars", []))
 
+    def rule_state(self) -> dict[str, Any]:
+        """This worker's rule state saved in a checkpoint (e.g. a GOSGD weight); ``{}`` by default."""
+        return {}
+
     def restore(self, path: str) -> int:
         """Load a checkpoint into this worker (before any exchange); returns the epoch to start at."""
         from theanompi.checkpoint import load_checkpoint
@@ -180,12 +187,15 @@ class WorkerLoop:
         payload = load_checkpoint(path)
         n_saved = int(payload["n_workers"])
         slot = self.comm.rank if n_saved == self.comm.size else 0
+        self.restored, self.restored_slot = payload, slot
         if n_saved != self.comm.size and self.comm.rank == 0:
             log.warning("checkpoint of %d workers resumed with %d: every worker starts from worker 0's state",
                         n_saved, self.comm.size)
         params, state = payload["worker_params"][slot], payload["worker_state"][slot]
         targets = [("params", list(self.model.params), params), ("state_vars", self.state_vars(), state)]
         for what, variables, values in targets:
+            if what == "state_vars" and len(values) == 0:
+                continue  # a worker lost before its snapshot (EASGD): fresh optimizer state
             if len(variables) != len(values):
                 raise ContractError(f"RESUME={path!r}: the checkpoint has {len(values)} {what}, the model {len(variables)}")
             for i, (var, value) in enumerate(zip(variables, values)):
@@ -205,13 +215,14 @@ class WorkerLoop:
         from theanompi.checkpoint import save_checkpoint
 
         mine = ([np.array(p.get_value()) for p in self.model.params],
-                [np.array(v.get_value()) for v in self.state_vars()])
+                [np.array(v.get_value()) for v in self.state_vars()], self.rule_state())
         gathered = self.comm.gather(mine, root=0)
         if self.comm.rank == 0:
             path = save_checkpoint(self.options["checkpoint_dir"], {
                 "rule": self.rule_name, "epoch": epoch, "iteration": self.iteration, "n_workers": self.comm.size,
                 "seed": self.options.get("seed", 0),
                 "worker_params": [g[0] for g in gathered], "worker_state": [g[1] for g in gathered],
+                "worker_rule_state": [g[2] for g in gathered],
             })
             log.info("checkpoint: %s", path)
 
@@ -235,6 +246,9 @@ class WorkerLoop:
 
     def end_of_epoch(self, epoch: int) -> None:
         """After the epoch's last step, before validation."""
+
+    def before_checkpoint(self, epoch: int) -> None:
+        """Collective, before a checkpoint is saved: e.g. receive the messages still in flight."""
 
     def stop_requested(self) -> bool:
         """True ends training early (checked after every step)."""
@@ -279,6 +293,7 @@ class WorkerLoop:
                 metrics.update(progress.epoch_done(epoch, metrics))
             self.recorder.end_epoch(epoch, metrics)
             if every and (epoch + 1) % every == 0:
+                self.before_checkpoint(epoch)
                 self.save_checkpoint(epoch)
             if not completed:
                 break

@@ -73,3 +73,21 @@ class HangsOnRank1(MLP):
 
             time.sleep(3600)
         return super().train_iter(count, recorder)
+
+
+class RankDependentShape(MLP):
+    """Worker k has a hidden layer of 32 + k units: the ranks disagree on parameter shapes."""
+
+    def __init__(self, config):
+        config.model_options["hidden"] = 32 + config.rank
+        super().__init__(config)
+
+
+class Napper(MLP):
+    """A 0.1 s nap per step: slow enough to kill a worker mid-run, fast enough to finish after."""
+
+    def train_iter(self, count, recorder):
+        import time
+
+        time.sleep(0.1)
+        return super().train_iter(count, recorder)

@@ -64,8 +64,10 @@ class ProtocolError(TheanoMPIError):
 
 
 class TableServer:
-    def __init__(self, comm, clients: list[int], server_index: int, n_servers: int, sync: bool):
+    def __init__(self, comm, clients: list[int], server_index: int, n_servers: int, sync: bool,
+                 tolerate_lost_clients: bool = False):
         self.comm = comm
+        self.tolerate_lost_clients = tolerate_lost_clients  # async ASGD with ON_WORKER_LOSS=continue
         self.clients = list(clients)
         self.server_index, self.n_servers = server_index, n_servers
         self.sync = sync
@@ -81,10 +83,15 @@ class TableServer:
         status = MPI.Status()
         idle = 0.0
         while self.active:
-            if self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=P.TAG_REQUEST, status=status):
-                idle = 0.0
-                self.handle(status.Get_source())
-            else:
+            try:
+                request = self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=P.TAG_REQUEST, status=status)
+                if request:
+                    idle = 0.0
+                    self.handle(status.Get_source())
+            except MPI.Exception as err:
+                self._lose_clients(err)
+                continue
+            if not request:
                 time.sleep(idle)  # back off to at most 1 ms when idle: don't burn a core
                 idle = min(1e-3, idle + 5e-5)
         return self.stats()
@@ -199,6 +206,17 @@ class TableServer:
         self._reply(client, P.header(P.OK, shard.table_id, data.shape[0], shard.version))
         self.comm.Send(data, dest=client, tag=P.TAG_REPLY)
         self.gets[client] += 1
+
+    def _lose_clients(self, err: BaseException) -> None:
+        """A client died mid-session: forget it (if tolerated), else re-raise."""
+        from theanompi.fault_tolerance import acknowledge_failures, is_process_failure
+
+        if not (self.tolerate_lost_clients and is_process_failure(err)):
+            raise err
+        for client in acknowledge_failures(self.comm):
+            if client in self.active:
+                self.active.discard(client)
+                log.warning("parameter server %d: client rank %d was lost; serving the others", self.server_index, client)
 
     def _done(self, source: int) -> None:
         self.active.discard(source)

@@ -14,7 +14,11 @@ parameters:
   (learning rate ``ASGD_LR``, momentum ``ASGD_MOMENTUM``; their state persists).
 
 ``ASGD_SYNC=true`` makes every worker's i-th pull return identical values; async
-mode applies pushes as they arrive. At every epoch end the workers' last pushes
+mode applies pushes as they arrive. With ``ON_WORKER_LOSS=continue`` (async mode
+only) the servers forget a worker that dies and the others carry on: their
+epoch-end collectives shrink to the survivors (``theanompi.fault_tolerance``);
+the lost worker's shard is no longer trained nor validated. Worker 0 (it writes
+the records) and the servers cannot be lost. At every epoch end the workers' last pushes
 are applied and all pull the same parameters, which are validated; the server's
 parameters after the last epoch are the session's final model. Staleness (server
 updates between a worker's pull and its push) is recorded per worker.
@@ -31,7 +35,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from theanompi.arrays import to_host
 from theanompi.devices import Device
+from theanompi.errors import ConfigError
 from theanompi.mpirun import RankSpec
 from theanompi.options import Option, boolean, choice, positive_float, positive_int, unit_interval
 from theanompi.ps.updaters import UPDATERS
@@ -41,7 +47,7 @@ from theanompi.training import WorkerLoop
 
 class ASGD(Rule):
     name = "ASGD"
-    supports_checkpoints = True
+    supports_worker_loss = True
     rule_options = (
         Option("sync", "ASGD_SYNC", boolean, False, "true: every worker's i-th pull returns the same values"),
         Option("n_servers", "ASGD_SERVERS", positive_int, 1, "server ranks; parameters are sharded over them"),
@@ -50,6 +56,11 @@ class ASGD(Rule):
         Option("server_lr", "ASGD_LR", positive_float, 0.05, "learning rate of the sgd/momentum/adagrad updaters"),
         Option("server_momentum", "ASGD_MOMENTUM", unit_interval, 0.9, "momentum of the momentum updater"),
     )
+
+    @classmethod
+    def check_options(cls, devices, options) -> None:
+        if options["on_worker_loss"] == "continue" and options["sync"]:
+            raise ConfigError("ON_WORKER_LOSS=continue needs ASGD_SYNC=false: synchronous rounds need every worker")
 
     @classmethod
     def launch_ranks(cls, devices, options) -> list[RankSpec]:
@@ -65,8 +76,13 @@ class ASGD(Rule):
 
             servers = ctx.ranks_with_role("server")
             TableServer(ctx.comm, ctx.ranks_with_role("worker"), servers.index(ctx.rank), len(servers),
-                        sync=ctx.spec.options["sync"]).serve()
+                        sync=ctx.spec.options["sync"],
+                        tolerate_lost_clients=ctx.spec.options["on_worker_loss"] == "continue").serve()
         else:
+            if ctx.spec.options["on_worker_loss"] == "continue":
+                from theanompi.fault_tolerance import SurvivorsComm
+
+                role_comm = SurvivorsComm(role_comm, "ASGD workers")
             ASGDWorker(ctx, role_comm).run()
 
 
@@ -120,7 +136,8 @@ class ASGDWorker(WorkerLoop):
     def step(self, count: int) -> None:
         if self.sync_type == "cdd":
             with self.recorder.timer("calc"):
-                self.accumulated += self.model.train_iter(count, self.recorder)
+                # the model's vector may be a jax array (COMPUTE=jax): the servers take host buffers
+                np.add(self.accumulated, to_host(self.model.train_iter(count, self.recorder)), out=self.accumulated)
         else:
             super().step(count)
         self.pending += 1
@@ -152,9 +169,10 @@ class ASGDWorker(WorkerLoop):
             for client, s in stats["staleness"].items():
                 staleness.setdefault(client, []).append(s)
         opts = self.options
+        lost = self.comm.lost() if callable(getattr(self.comm, "lost", None)) else []
         return {
             "updater": opts["updater"], "sync": opts["sync"], "servers": opts["n_servers"],
-            "push_freq": opts["push_freq"],
+            "push_freq": opts["push_freq"], "lost_workers": lost,
             "staleness": {f"rank {c}": {"mean": float(np.mean([s["mean"] for s in v])),
                                         "max": max(s["max"] for s in v)} for c, v in staleness.items()},
         }

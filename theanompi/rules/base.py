@@ -40,8 +40,8 @@ class Rule:
 
     name: ClassVar[str] = ""
     rule_options: ClassVar[tuple[Option, ...]] = ()
-    #: whether the rule's workers save/restore checkpoints (CHECKPOINT_EVERY, RESUME)
-    supports_checkpoints: ClassVar[bool] = False
+    #: whether the rule's survivors can carry on without a lost worker (ON_WORKER_LOSS=continue)
+    supports_worker_loss: ClassVar[bool] = False
 
     def __init__(self):
         self.spec: SessionSpec | None = None
@@ -71,6 +71,9 @@ class Rule:
         resolved = resolve_options(cls.option_schema(), options, cls.name)
         model_options = check_model_options(model_options or {})
         cls.check_options(devices, resolved)
+        if resolved["on_worker_loss"] == "continue" and not cls.supports_worker_loss:
+            raise ConfigError(f"ON_WORKER_LOSS=continue: RULE={cls.name} cannot carry on without a worker "
+                              "(EASGD and ASGD can); use ON_WORKER_LOSS=abort")
         check_local_devices(devices)
         from theanompi.compute import check_compute
 
@@ -100,11 +103,7 @@ class Rule:
 
     @classmethod
     def _check_checkpoint_options(cls, options: dict[str, Any], cwd: str) -> None:
-        """Resolve checkpoint paths; refuse them for rules without checkpoints; pre-load RESUME."""
-        wanted = [k for k in ("checkpoint_every", "resume") if options.get(k)]
-        if wanted and not cls.supports_checkpoints:
-            key = {"checkpoint_every": "CHECKPOINT_EVERY", "resume": "RESUME"}[wanted[0]]
-            raise ConfigError(f"{key}: checkpoints are not available for RULE={cls.name} yet (BSP and ASGD have them)")
+        """Resolve checkpoint paths; pre-load RESUME (refusing unsafe or foreign files)."""
         if options.get("checkpoint_dir") is None:
             options["checkpoint_dir"] = os.path.join(options["run_dir"], "checkpoints")
         options["checkpoint_dir"] = os.path.join(cwd, options["checkpoint_dir"])
@@ -123,7 +122,8 @@ class Rule:
         run_dir.mkdir(parents=True, exist_ok=True)
         spec_path = run_dir / "session.json"
         spec.save(spec_path)
-        argv = mpiexec_command(ranks, str(spec_path), bind=spec.options["bind"], threads=spec.options.get("threads", 0))
+        argv = mpiexec_command(ranks, str(spec_path), bind=spec.options["bind"], threads=spec.options.get("threads", 0),
+                               fault_tolerant=spec.options.get("on_worker_loss") == "continue")
         log.info("starting %d ranks: %s", len(ranks), ", ".join(str(r.device) for r in ranks))
         self.spec = spec
         self.session = Session(argv, run_dir, ranks)
@@ -147,6 +147,8 @@ class Rule:
         code = self.session.wait()
         if code != 0:
             log.error("session failed: %s", self.session.failure)
+        elif self.session.lost:
+            log.warning("session finished without lost %s", "; ".join(self.session.lost))
         return code
 
     @property

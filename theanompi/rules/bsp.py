@@ -38,7 +38,6 @@ log = logging.getLogger("theanompi")
 
 class BSP(Rule):
     name = "BSP"
-    supports_checkpoints = True
     rule_options = (
         Option("sync_type", "BSP_SYNC_TYPE", choice("cdd", "avg"), "cdd",
                "cdd: average update vectors every step; avg: average parameters every avg_freq steps"),

@@ -56,6 +56,26 @@ Results
     step with the exchange's time in ``comm``, ``epochs.jsonl`` per shard
     epoch, ``summary.json`` with its exact exchange count and wait times).
 
+Checkpoints
+    With ``CHECKPOINT_EVERY=K`` the server asks, after every K-th global epoch, each
+    active worker for its state: the reply of the worker's next exchange carries a
+    flag, and the worker answers it at once with its optimizer state (``state_vars``)
+    and its step count. Its parameters are known to the server (the ``w - d`` of
+    that exchange), so each worker's snapshot is exact at its own exchange. A worker
+    told to stop always sends its final state. Once every worker has answered, the
+    server writes one checkpoint: the centre, every worker's parameters, state and
+    step count, and the session's step count and global epoch. ``RESUME`` starts every
+    worker from its own snapshot (at the start of the shard epoch it was in) and the
+    server from the centre; the remaining steps are ``N_EPOCHS`` global epochs minus
+    the steps already done.
+Lost workers
+    With ``ON_WORKER_LOSS=continue`` (mpiexec runs under ULFM) the server notices a
+    dead worker (``MPI_ERR_PROC_FAILED``), drops it and hands the steps it had been
+    granted but not reported to the others, so the session still trains its
+    ``N_EPOCHS`` global epochs (unless every other worker had already stopped: then
+    the missing steps are logged). ``summary.json`` lists ``lost_workers``. Losing
+    the server ends the session.
+
 Options: ``EASGD_ALPHA`` / ``alpha`` (moving rate, a number in (0, 1], default
 0.5) and ``EASGD_TAU`` / ``tau`` (local steps between exchanges, integer >= 1,
 default 4).
@@ -88,7 +108,9 @@ from theanompi.training import WorkerLoop
 log = logging.getLogger("theanompi")
 
 #: Message tags on the exchange communicator.
-TAG_REPORT, TAG_PARAMS, TAG_REPLY, TAG_DELTA = 41, 42, 43, 44
+TAG_REPORT, TAG_PARAMS, TAG_REPLY, TAG_DELTA, TAG_STATE = 41, 42, 43, 44, 45
+#: Reply (int64): the next grant of local steps (0: stop) and whether to send the state now.
+REPLY_FIELDS = ("grant", "send_state")
 #: Report header (float64): steps since the last exchange, training loss*n, error*n and n of those
 #: steps, the worker's total exchange time so far and its number of completed exchanges.
 REPORT_FIELDS = ("steps", "loss_sum", "error_sum", "samples", "wait_s", "exchanges")
@@ -111,6 +133,7 @@ class EASGD(Rule):
     """
 
     name = "EASGD"
+    supports_worker_loss = True
     rule_options = (
         Option("alpha", "EASGD_ALPHA", fraction, 0.5,
                "moving rate: each exchange moves worker and centre alpha*(w - c) towards each other"),
@@ -139,14 +162,16 @@ def _connect(ctx):
     return role_comm, xcomm, ctx.ranks_with_role("server")[0], ctx.ranks_with_role("worker")
 
 
-def _start_point(xcomm, fused, root: int) -> None:
-    """Every rank checks the parameter layout, then takes ``root``'s initial parameters."""
+def _start_point(xcomm, fused, root: int, resumed: bool) -> None:
+    """Every rank checks the parameter layout, then takes ``root``'s initial parameters
+    (unless the session resumes a checkpoint: then every rank has its own already)."""
     from theanompi.training import check_agreement
 
     check_agreement(xcomm, n_params=fused.size, param_dtype=str(fused.dtype))
-    flat = fused.read()
-    xcomm.Bcast(flat, root=root)
-    fused.write(flat)
+    if not resumed:
+        flat = fused.read()
+        xcomm.Bcast(flat, root=root)
+        fused.write(flat)
 
 
 def _poll(test, max_sleep: float) -> None:
@@ -199,13 +224,18 @@ class EASGDServer:
         self.alpha = self.fused.dtype.type(self.options["alpha"])
         self.tau = int(self.options["tau"])
 
-        _start_point(self.xcomm, self.fused, root=self.workers[0])
+        resume = self.options.get("resume")
+        _start_point(self.xcomm, self.fused, root=self.workers[0], resumed=bool(resume))
         self.centre = self.fused.read().copy()
         batches = self.xcomm.gather(None, root=self.server)
         self.shard_batches = [int(batches[rank]) for rank in self.workers]
         self.global_epoch = sum(self.shard_batches)
         self.target = self.n_epochs * self.global_epoch
-        self.assigned = 0
+        self.iterations = 0
+        self.epochs_done = 0
+        if resume:
+            self._restore(resume)
+        self.assigned = self.iterations
         self.granted = []
         for _ in self.workers:
             grant = grant_steps(self.tau, self.target, self.assigned)
@@ -219,14 +249,33 @@ class EASGDServer:
         self.incoming = np.empty(size, dtype=self.fused.dtype)
         self.report = np.zeros(len(REPORT_FIELDS), dtype=np.float64)
         self.deltas = [np.empty(size, dtype=self.fused.dtype) for _ in self.workers]
-        self.replies = [np.zeros(1, dtype=np.int64) for _ in self.workers]
+        self.replies = [np.zeros(len(REPLY_FIELDS), dtype=np.int64) for _ in self.workers]
         self.pending: list[list] = [[] for _ in self.workers]
         self.exchanges = [0] * self.n_workers
         self.steps = [0] * self.n_workers  # local steps each worker reported
         self.reported_wait = [(0.0, 0)] * self.n_workers  # (seconds, exchanges) each worker last reported
-        self.iterations = 0
-        self.epochs_done = 0
         self.progress = Progress(self.n_epochs)
+        self.checkpoint_every = int(self.options.get("checkpoint_every") or 0)
+        self.snapshots: list[dict | None] = [None] * self.n_workers  # each worker's last (params, state, steps)
+        self.awaited: set[int] = set()  # workers whose snapshot the pending checkpoint still needs
+        self.checkpoint_epoch: int | None = None
+        self.lost: list[int] = []  # workers lost on the way (ON_WORKER_LOSS=continue)
+
+    def _restore(self, path: str) -> None:
+        """Centre, step count and global epoch from a checkpoint (the workers restore themselves)."""
+        from theanompi.checkpoint import load_checkpoint
+        from theanompi.errors import ContractError
+
+        payload = load_checkpoint(path)
+        centre = np.asarray(payload["centre"]).ravel()
+        if centre.size != self.fused.size:
+            raise ContractError(f"RESUME={path!r}: the checkpoint's centre has {centre.size} values, "
+                                f"the model {self.fused.size}")
+        self.centre[:] = centre
+        self.iterations = min(int(payload["iteration"]), self.target)
+        self.epochs_done = int(payload["epoch"]) + 1
+        self.recorder.iteration = self.iterations
+        log.info("resumed from %s after global epoch %d (%d steps done)", path, self.epochs_done, self.iterations)
 
     def run(self) -> None:
         log.info("EASGD: %d workers, alpha %g, tau %d; %d global epochs of %d steps (%s)",
@@ -243,14 +292,18 @@ class EASGDServer:
         status = MPI.Status()
         probe = lambda: xcomm.Iprobe(source=MPI.ANY_SOURCE, tag=TAG_REPORT, status=status)  # noqa: E731
         while self.active:
-            with rec.timer("wait"):
-                _poll(probe, SERVER_MAX_SLEEP)
-            source = status.Get_source()
-            k = self.index[source]
-            with rec.timer("comm"):
-                xcomm.Recv(self.report, source=source, tag=TAG_REPORT)
-                xcomm.Recv(self.incoming, source=source, tag=TAG_PARAMS)
-                MPI.Request.Waitall(self.pending[k])  # the previous reply's buffers are free again
+            try:
+                with rec.timer("wait"):
+                    _poll(probe, SERVER_MAX_SLEEP)
+                source = status.Get_source()
+                k = self.index[source]
+                with rec.timer("comm"):
+                    xcomm.Recv(self.report, source=source, tag=TAG_REPORT)
+                    xcomm.Recv(self.incoming, source=source, tag=TAG_PARAMS)
+                    MPI.Request.Waitall(self.pending[k])  # the previous reply's buffers are free again
+            except MPI.Exception as err:
+                self._lose_workers(err)
+                continue
             with rec.timer("calc"):
                 delta = self.deltas[k]
                 np.subtract(self.incoming, self.centre, out=delta)
@@ -258,15 +311,55 @@ class EASGDServer:
                 self.centre += delta
                 grant = grant_steps(self.tau, self.target, self.assigned)
                 self.assigned += grant
-                self.replies[k][0] = grant
+                send_state = grant == 0 or k in self.awaited  # a stopping worker always leaves its state
+                self.replies[k][:] = (grant, send_state)
             with rec.timer("comm"):
                 self.pending[k] = [xcomm.Isend(self.replies[k], dest=source, tag=TAG_REPLY),
                                    xcomm.Isend(delta, dest=source, tag=TAG_DELTA)]
             self._account(k, grant)
+            if send_state:
+                self._receive_snapshot(k, source, delta)
             rec.end_iteration()
             while self.iterations >= (self.epochs_done + 1) * self.global_epoch:
                 self.end_global_epoch(self.epochs_done)
                 self.epochs_done += 1
+
+    def _receive_snapshot(self, k: int, source: int, delta: np.ndarray) -> None:
+        """Worker ``k``'s state (sent right after its reply); its params are this exchange's ``w - d``."""
+        from mpi4py import MPI
+
+        try:
+            with self.recorder.timer("comm"):
+                message = self.xcomm.recv(source=source, tag=TAG_STATE)
+        except MPI.Exception as err:
+            self._lose_workers(err)
+            return
+        self.snapshots[k] = {"params": self.incoming - delta, "state": message["state"], "steps": message["steps"]}
+        self.awaited.discard(k)
+        if self.checkpoint_epoch is not None and not self.awaited:
+            self.write_checkpoint()
+
+    def _lose_workers(self, err: BaseException) -> None:
+        """A peer died: with ON_WORKER_LOSS=continue drop it and re-grant its steps; else re-raise."""
+        from theanompi.fault_tolerance import acknowledge_failures, is_process_failure
+
+        if self.options.get("on_worker_loss") != "continue" or not is_process_failure(err):
+            raise err
+        for rank in acknowledge_failures(self.xcomm):
+            k = self.index.get(rank)
+            if k is None or k in self.lost:
+                continue
+            self.lost.append(k)
+            self.pending[k] = []
+            if self.granted[k] > 0:
+                self.active -= 1
+                self.assigned -= self.granted[k]  # steps it was granted but never reported go to the others
+                self.granted[k] = 0
+            log.warning("EASGD: worker %d (rank %d) was lost after %d steps; carrying on with %d workers",
+                        k, rank, self.steps[k], self.n_workers - len(self.lost))
+        self.awaited.difference_update(self.lost)
+        if self.checkpoint_epoch is not None and not self.awaited:
+            self.write_checkpoint()
 
     def _account(self, k: int, grant: int) -> None:
         """Book worker ``k``'s report (already answered with ``grant``)."""
@@ -300,6 +393,32 @@ class EASGDServer:
         metrics.update(self.progress.epoch_done(epoch, metrics))
         metrics.update(iterations=self.iterations, exchanges=sum(self.exchanges))
         rec.end_epoch(epoch, metrics)
+        if self.checkpoint_every and (epoch + 1) % self.checkpoint_every == 0:
+            self.request_checkpoint(epoch)
+
+    # checkpoints --------------------------------------------------------------------------
+    def request_checkpoint(self, epoch: int) -> None:
+        """Ask every working worker for a snapshot at its next exchange; write once all have answered."""
+        self.checkpoint_epoch = epoch
+        self.awaited = {k for k in range(self.n_workers) if self.granted[k] > 0 and k not in self.lost}
+        if not self.awaited:  # everybody has stopped (and left a final snapshot)
+            self.write_checkpoint()
+
+    def write_checkpoint(self) -> None:
+        """One hickle file: the centre and every worker's snapshot (a lost one's is the centre)."""
+        from theanompi.checkpoint import save_checkpoint
+
+        empty = {"params": self.centre, "state": [], "steps": 0}
+        snaps = [s if s is not None and k not in self.lost else empty for k, s in enumerate(self.snapshots)]
+        path = save_checkpoint(self.options["checkpoint_dir"], {
+            "rule": EASGD.name, "epoch": self.checkpoint_epoch, "iteration": self.iterations,
+            "n_workers": self.n_workers, "seed": self.options.get("seed", 0), "centre": self.centre.copy(),
+            "worker_params": [[v.copy() for v in self.fused.layout.views(np.asarray(s["params"]))] for s in snaps],
+            "worker_state": [list(s["state"]) for s in snaps],
+            "worker_iterations": [int(s["steps"]) for s in snaps],
+        })
+        log.info("checkpoint: %s", path)
+        self.checkpoint_epoch = None
 
     def mean_waits(self) -> list[float | None]:
         """Per worker: mean seconds per exchange (send, queue, reply) over the exchanges it had
@@ -311,10 +430,21 @@ class EASGDServer:
 
         from theanompi.training import save_final_params
 
-        for requests in self.pending:
-            MPI.Request.Waitall(requests)
-        if self.iterations != self.target:
-            raise RuntimeError(f"EASGD: {self.iterations} steps reported, {self.target} expected")
+        for k, requests in enumerate(self.pending):
+            try:
+                MPI.Request.Waitall(requests)
+            except MPI.Exception as err:
+                self._lose_workers(err)
+        if self.iterations != self.assigned:
+            raise RuntimeError(f"EASGD: {self.iterations} steps reported, {self.assigned} granted")
+        if self.iterations < self.target:
+            if not self.lost:
+                raise RuntimeError(f"EASGD: {self.iterations} steps reported, {self.target} expected")
+            log.warning("EASGD: %d of %d steps were not trained: every other worker had stopped when a worker "
+                        "was lost", self.target - self.iterations, self.target)
+            if self.iterations > self.epochs_done * self.global_epoch or not self.recorder.epochs:
+                self.end_global_epoch(self.epochs_done)  # validate the centre the session ends with
+                self.epochs_done += 1
         self.fused.write(self.centre)
         path = save_final_params(self.model.params, self.ctx.spec.run_dir)
         last = self.recorder.epochs[-1]
@@ -325,7 +455,7 @@ class EASGDServer:
             "shard_batches": self.shard_batches, "final_val_accuracy": last["val_accuracy"],
             "final_val_loss": last["val_loss"], "final_params": str(path), "wall_s": last.get("elapsed_s"),
             "alpha": self.options["alpha"], "tau": self.tau, "exchanges": self.exchanges,
-            "mean_wait_s": waits,
+            "mean_wait_s": waits, "lost_workers": sorted(self.lost),
             "per_worker": [{"iterations": s, "exchanges": e, "mean_wait_s": w}
                            for s, e, w in zip(self.steps, self.exchanges, waits)],
         })
@@ -353,7 +483,9 @@ class EASGDWorker(WorkerLoop):
         super().__init__(ctx, role_comm)
         self.index = role_comm.rank
         self.recorder = Recorder(Path(ctx.spec.run_dir) / "workers" / f"worker-{self.index}", write=True)
-        _start_point(self.xcomm, self.fused, root=workers[0])
+        _start_point(self.xcomm, self.fused, root=workers[0], resumed=self.restored is not None)
+        if self.restored is not None:
+            self.iteration = int(self.restored["worker_iterations"][self.restored_slot])
         self.xcomm.gather(int(self.model.data.n_batch_train), root=self.server)
         self.grant = int(self.xcomm.scatter(None, root=self.server))
         self.stopped = self.grant == 0
@@ -362,7 +494,7 @@ class EASGDWorker(WorkerLoop):
         self.wait_s = 0.0
         self.max_wait_s = 0.0
         self.report = np.zeros(len(REPORT_FIELDS), dtype=np.float64)
-        self.reply = np.zeros(1, dtype=np.int64)
+        self.reply = np.zeros(len(REPLY_FIELDS), dtype=np.int64)
         self.delta = np.empty(self.fused.size, dtype=self.fused.dtype)
         self._train_base = np.zeros(3)  # recorder train sums of this shard epoch already reported
         self._train_carry = np.zeros(3)  # unreported sums of finished shard epochs
@@ -411,13 +543,16 @@ class EASGDWorker(WorkerLoop):
         self.max_wait_s = max(self.max_wait_s, seconds)
         self.exchanges += 1
         self.since = 0
-        self.grant = int(self.reply[0])
+        self.grant, send_state = (int(v) for v in self.reply)
         self.stopped = self.grant == 0
+        if send_state:  # for a checkpoint: the state as of this exchange, and the steps done so far
+            state = [np.array(v.get_value()) for v in self.state_vars()]
+            xcomm.send({"state": state, "steps": self.iteration + 1}, dest=server, tag=TAG_STATE)
 
     # the session --------------------------------------------------------------------------
     def run(self) -> None:
         """Shard epochs until the server says stop; no validation here (the server validates the centre)."""
-        shard_epoch = 0
+        shard_epoch = self.iteration // max(1, self.model.data.n_batch_train)  # > 0 after RESUME
         while not self.stopped:
             self.epoch = shard_epoch
             self.train_epoch(shard_epoch)

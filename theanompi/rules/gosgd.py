@@ -47,6 +47,14 @@ epochs validate each worker's own model on its validation shard).
 those done while waiting for peers), steps, batches and the matrices of messages
 sent/received.
 
+Checkpoints
+-----------
+At a checkpoint epoch every worker is already at the epoch boundary (nobody pushes);
+:meth:`GOSGDWorker.drain` receives every message still in flight, so the saved
+parameters and weights (``worker_rule_state``) are a consistent cut whose weights sum
+to 1. ``RESUME`` gives every worker its own parameters, optimizer state and weight;
+the push sequence restarts from a generator seeded with (SEED, worker, epoch).
+
 Choice of ``p`` (``GOSGD_P``, default 0.1)
 ------------------------------------------
 A worker pushes on average every ``1/p`` = 10 steps: the models drift apart for about
@@ -178,11 +186,14 @@ class GOSGDWorker(WorkerLoop):
         comm = self.comm
         self.size, self.rank = comm.size, comm.rank
         check_agreement(comm, n_params=self.fused.size, param_dtype=str(self.fused.dtype), n_epochs=self.n_epochs)
-        comm.Bcast(self.fused.read(), root=0)  # every worker starts from rank 0's params
-        self.fused.write(self.fused.buffer)
-        self.p = float(self.options["p"])
         self.weight = 1.0 / self.size
-        self.rng = np.random.default_rng([int(self.options["seed"]), self.rank, 1611])
+        if self.restored is None:
+            comm.Bcast(self.fused.read(), root=0)  # every worker starts from rank 0's params
+            self.fused.write(self.fused.buffer)
+        elif int(self.restored["n_workers"]) == self.size:
+            self.weight = float(self.restored["worker_rule_state"][self.rank]["weight"])
+        self.p = float(self.options["p"])
+        self.rng = np.random.default_rng([int(self.options["seed"]), self.rank, 1611, self.start_epoch])
         self.gcomm = comm.Dup()  # gossip messages and their barriers never meet other traffic
         self.recv_buf = np.empty(header_slots(self.fused.dtype) + self.fused.size, dtype=self.fused.dtype)
         self.pending: list[tuple[Any, np.ndarray]] = []  # (Isend request, its buffer)
@@ -275,14 +286,21 @@ class GOSGDWorker(WorkerLoop):
         if epoch == self.n_epochs - 1:
             self.conclude()
 
-    def conclude(self) -> None:
-        """Receive every message still in flight, complete every Isend, adopt the consensus.
+    def rule_state(self) -> dict[str, Any]:
+        """Saved in checkpoints: this worker's gossip weight."""
+        return {"weight": self.weight}
+
+    def before_checkpoint(self, epoch: int) -> None:
+        """Every message in flight is merged before the parameters and weights are saved."""
+        self.drain()
+
+    def drain(self) -> None:
+        """Receive every message still in flight and complete every Isend.
 
         Collective over the workers; call it once every worker has passed its last push
         (after :meth:`wait_for_peers`).
         """
         MPI = self._mpi
-        start = time.perf_counter()
         expected = np.empty_like(self.sent)
         self.gcomm.Alltoall(self.sent, expected)  # expected[j]: messages worker j sent me
         missing = expected - self.received
@@ -297,6 +315,12 @@ class GOSGDWorker(WorkerLoop):
         MPI.Request.Waitall([request for request, _ in self.pending])
         self.pending.clear()
         self.free.clear()
+
+    def conclude(self) -> None:
+        """Drain the messages in flight, then every worker adopts the weighted consensus (collective)."""
+        MPI = self._mpi
+        start = time.perf_counter()
+        self.drain()
         consensus = np.empty(self.fused.size + 1, dtype=np.float64)
         np.multiply(self.fused.read(), self.weight, out=consensus[:-1])
         consensus[-1] = self.weight
