@@ -148,6 +148,8 @@ class WorkerLoop:
 
     sync_type: str | None = "local"
     rule_name: str = ""
+    #: where the fused buffer lives: "host" (NumPy) or "device" (where the params are: CuPy on a GPU)
+    fused_where: str = "host"
 
     def __init__(self, ctx, comm):
         from theanompi.params import FusedParams
@@ -157,7 +159,7 @@ class WorkerLoop:
         self.comm = comm
         self.options = ctx.spec.options
         self.model = build_model(ctx, comm.rank, comm.size, self.sync_type)
-        self.fused = FusedParams(self.model.params)
+        self.fused = FusedParams(self.model.params, where=self.fused_where)
         self.recorder = Recorder(ctx.spec.run_dir, write=comm.rank == 0)
         self.n_epochs = n_epochs_for(self.model, self.options)
         self.iteration = 0

@@ -12,8 +12,11 @@ steps a worker exchanges with the server::
 The server answers whichever worker asks first (point-to-point messages on a
 communicator of their own, ``Iprobe(ANY_SOURCE)`` polled with a short adaptive
 sleep so that an idle server, or a worker waiting for its reply, does not keep a
-core busy). Parameters travel as contiguous numpy buffers
-(:class:`theanompi.params.FusedParams`), never pickled.
+core busy). Parameters travel as contiguous buffers
+(:class:`theanompi.params.FusedParams`), never pickled. A worker's buffers live
+where its params are (GPU workers: CuPy arrays, handed to a CUDA-aware MPI as
+they are, else staged through host memory by
+:class:`theanompi.exchange.cudampi.MPIStaging`); the server is a CPU rank.
 
 Ranks
     A session of ``N`` devices starts **N + 1 ranks**: the server is rank 0 of
@@ -100,6 +103,7 @@ from typing import Any
 import numpy as np
 
 from theanompi.devices import Device
+from theanompi.exchange.cudampi import MPIStaging
 from theanompi.mpirun import RankSpec
 from theanompi.options import Option, fraction, positive_int
 from theanompi.rules.base import Rule
@@ -162,7 +166,7 @@ def _connect(ctx):
     return role_comm, xcomm, ctx.ranks_with_role("server")[0], ctx.ranks_with_role("worker")
 
 
-def _start_point(xcomm, fused, root: int, resumed: bool) -> None:
+def _start_point(xcomm, fused, root: int, resumed: bool, staging) -> None:
     """Every rank checks the parameter layout, then takes ``root``'s initial parameters
     (unless the session resumes a checkpoint: then every rank has its own already)."""
     from theanompi.training import check_agreement
@@ -170,8 +174,9 @@ def _start_point(xcomm, fused, root: int, resumed: bool) -> None:
     check_agreement(xcomm, n_params=fused.size, param_dtype=str(fused.dtype))
     if not resumed:
         flat = fused.read()
-        xcomm.Bcast(flat, root=root)
-        fused.write(flat)
+        buf = staging.sendable(flat)
+        xcomm.Bcast(buf, root=root)
+        fused.write(staging.landed(buf, flat))
 
 
 def _poll(test, max_sleep: float) -> None:
@@ -225,7 +230,8 @@ class EASGDServer:
         self.tau = int(self.options["tau"])
 
         resume = self.options.get("resume")
-        _start_point(self.xcomm, self.fused, root=self.workers[0], resumed=bool(resume))
+        _start_point(self.xcomm, self.fused, root=self.workers[0], resumed=bool(resume),
+                     staging=MPIStaging(cuda_aware=False))
         self.centre = self.fused.read().copy()
         batches = self.xcomm.gather(None, root=self.server)
         self.shard_batches = [int(batches[rank]) for rank in self.workers]
@@ -475,6 +481,7 @@ class EASGDWorker(WorkerLoop):
 
     sync_type = None
     rule_name = "EASGD"
+    fused_where = "device"
 
     def __init__(self, ctx):
         from theanompi.recorder import Recorder
@@ -483,7 +490,8 @@ class EASGDWorker(WorkerLoop):
         super().__init__(ctx, role_comm)
         self.index = role_comm.rank
         self.recorder = Recorder(Path(ctx.spec.run_dir) / "workers" / f"worker-{self.index}", write=True)
-        _start_point(self.xcomm, self.fused, root=workers[0], resumed=self.restored is not None)
+        self.staging = MPIStaging()
+        _start_point(self.xcomm, self.fused, root=workers[0], resumed=self.restored is not None, staging=self.staging)
         if self.restored is not None:
             self.iteration = int(self.restored["worker_iterations"][self.restored_slot])
         self.xcomm.gather(int(self.model.data.n_batch_train), root=self.server)
@@ -495,7 +503,7 @@ class EASGDWorker(WorkerLoop):
         self.max_wait_s = 0.0
         self.report = np.zeros(len(REPORT_FIELDS), dtype=np.float64)
         self.reply = np.zeros(len(REPLY_FIELDS), dtype=np.int64)
-        self.delta = np.empty(self.fused.size, dtype=self.fused.dtype)
+        self.delta = self.fused.xp.empty(self.fused.size, dtype=self.fused.dtype)
         self._train_base = np.zeros(3)  # recorder train sums of this shard epoch already reported
         self._train_carry = np.zeros(3)  # unreported sums of finished shard epochs
 
@@ -531,12 +539,14 @@ class EASGDWorker(WorkerLoop):
         with self.recorder.timer("comm"):
             flat = self.fused.read()
             self.check_finite(flat, "parameters sent to the centre")
+            into = self.staging.receivable(self.delta)
             requests = [xcomm.Irecv(self.reply, source=server, tag=TAG_REPLY),
-                        xcomm.Irecv(self.delta, source=server, tag=TAG_DELTA),
+                        xcomm.Irecv(into, source=server, tag=TAG_DELTA),
                         xcomm.Isend(self.report, dest=server, tag=TAG_REPORT),
-                        xcomm.Isend(flat, dest=server, tag=TAG_PARAMS)]
+                        xcomm.Isend(self.staging.sendable(flat), dest=server, tag=TAG_PARAMS)]
             _poll(lambda: MPI.Request.Testall(requests), WORKER_MAX_SLEEP)
-            np.subtract(flat, self.delta, out=flat)
+            self.staging.landed(into, self.delta)
+            self.fused.xp.subtract(flat, self.delta, out=flat)
             self.fused.write(flat)
         seconds = time.perf_counter() - start
         self.wait_s += seconds
