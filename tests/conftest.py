@@ -45,6 +45,17 @@ def run_launcher(*args: str, cwd: Path = ROOT, timeout: float = 240) -> tuple[su
     return proc, time.perf_counter() - start
 
 
+def run_rule_init(cwd: Path, rule: str, timeout: float = 240, **init_kwargs: object) -> subprocess.CompletedProcess:
+    """Run ``RULE().init(**init_kwargs)`` and ``rule.wait()`` in a fresh Python process, as a user
+    script would; fail the test unless it exits 0. ``init_kwargs`` must be literals (they are repr'd)."""
+    script = Path(cwd) / f"launch_{rule.lower()}.py"
+    script.write_text(f"import sys\nfrom theanompi import {rule}\nrule = {rule}()\n"
+                      f"rule.init(**{init_kwargs!r})\nsys.exit(rule.wait())\n")
+    proc = subprocess.run([sys.executable, str(script)], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
 def write_cfg(path: Path, **keys: object) -> Path:
     """A cfg file with the default session's keys, overridden/extended by ``keys`` (None drops one)."""
     base = {"RULE": "BSP", "MODELFILE": "theanompi.models.mlp", "MODELCLASS": "MLP", "DEVICES": "cpu0,cpu1",

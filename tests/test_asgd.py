@@ -1,12 +1,10 @@
 """ASGD (parameter-server rule) under a real mpiexec."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from conftest import ASSETS, run_launcher, run_mpi, stress_reps, write_cfg
+from conftest import ASSETS, run_launcher, run_rule_init, run_mpi, stress_reps, write_cfg
 
 MODELS = str(ASSETS / "asgd_models.py")
 
@@ -31,17 +29,8 @@ def test_async_add_learns_digits(tmp_path):
 
 
 def test_sync_momentum_updater_two_servers_via_python(tmp_path):
-    script = tmp_path / "launch.py"
-    script.write_text(
-        "import sys\n"
-        "from theanompi import ASGD\n"
-        "rule = ASGD()\n"
-        "rule.init(devices=['cpu0', 'cpu1'], modelfile='theanompi.models.mlp', modelclass='MLP', n_epochs=6,\n"
-        "          sync=True, n_servers=2, updater='momentum', server_lr=0.05, push_freq=2, run_dir='run')\n"
-        "sys.exit(rule.wait())\n"
-    )
-    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr
+    run_rule_init(tmp_path, "ASGD", devices=['cpu0', 'cpu1'], modelfile='theanompi.models.mlp', modelclass='MLP',
+                  n_epochs=6, sync=True, n_servers=2, updater='momentum', server_lr=0.05, push_freq=2, run_dir='run')
     result = summary(tmp_path / "run")
     assert result["final_val_accuracy"] >= 0.90
     assert result["servers"] == 2 and result["sync"] is True

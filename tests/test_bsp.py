@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import ASSETS, ROOT, run_launcher, run_mpi, write_cfg
+from conftest import ASSETS, ROOT, run_launcher, run_rule_init, run_mpi, write_cfg
 from theanompi.training import load_final_params
 
 
@@ -67,17 +67,8 @@ def test_default_session_learns_digits_via_tmlauncher(tmp_path):
 
 
 def test_avg_session_learns_via_rule_init_and_wait(tmp_path):
-    script = tmp_path / "launch_session.py"
-    script.write_text(
-        "import sys\n"
-        "from theanompi import BSP\n"
-        "rule = BSP()\n"
-        "rule.init(devices=['cpu0', 'cpu1'], modelfile='theanompi.models.mlp', modelclass='MLP',\n"
-        "          sync_type='avg', avg_freq=2, n_epochs=15, run_dir='avg', model_options={'batch_size': 32})\n"
-        "sys.exit(rule.wait())\n"
-    )
-    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr
+    run_rule_init(tmp_path, "BSP", devices=['cpu0', 'cpu1'], modelfile='theanompi.models.mlp', modelclass='MLP',
+                  sync_type='avg', avg_freq=2, n_epochs=15, run_dir='avg', model_options={'batch_size': 32})
     assert summary(tmp_path / "avg")["final_val_accuracy"] >= 0.95
 
 

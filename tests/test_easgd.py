@@ -2,12 +2,10 @@
 
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 
-from conftest import ASSETS, run_launcher, run_mpi, stress_reps, write_cfg
+from conftest import ASSETS, run_launcher, run_rule_init, run_mpi, stress_reps, write_cfg
 from theanompi.devices import parse_devices
 from theanompi.errors import ConfigError
 from theanompi.rules.easgd import EASGD, grant_steps
@@ -124,17 +122,8 @@ def test_two_workers_learn_digits_via_tmlauncher(tmp_path):
 
 
 def test_session_learns_via_rule_init_and_wait(tmp_path):
-    script = tmp_path / "launch_easgd.py"
-    script.write_text(
-        "import sys\n"
-        "from theanompi import EASGD\n"
-        "rule = EASGD()\n"
-        "rule.init(devices=['cpu0', 'cpu1'], modelfile='theanompi.models.mlp', modelclass='MLP',\n"
-        "          alpha=0.3, tau=7, n_epochs=6, run_dir='easgd', model_options={'batch_size': 32})\n"
-        "sys.exit(rule.wait())\n"
-    )
-    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr
+    run_rule_init(tmp_path, "EASGD", devices=['cpu0', 'cpu1'], modelfile='theanompi.models.mlp', modelclass='MLP',
+                  alpha=0.3, tau=7, n_epochs=6, run_dir='easgd', model_options={'batch_size': 32})
     result, _ = check_counts(tmp_path / "easgd", 2, 6, [24, 24])  # 288 steps = 41 blocks of 7 + 1
     assert result["alpha"] == 0.3 and result["tau"] == 7
     assert result["final_val_accuracy"] >= 0.90

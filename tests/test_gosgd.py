@@ -1,13 +1,11 @@
 """GOSGD: merge arithmetic (numpy), options, and real mpiexec sessions (learning, protocol stress, short shard)."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from conftest import ASSETS, run_launcher, run_mpi, stress_reps, write_cfg
+from conftest import ASSETS, run_launcher, run_rule_init, run_mpi, stress_reps, write_cfg
 from theanompi import GOSGD
 from theanompi.errors import ConfigError
 from theanompi.rules import get_rule
@@ -136,17 +134,9 @@ def test_two_workers_learn_digits_via_tmlauncher(tmp_path):
 
 @pytest.mark.timeout(180)
 def test_three_workers_learn_via_rule_init_and_wait(tmp_path):
-    script = tmp_path / "launch_gosgd.py"
-    script.write_text(
-        "import sys\n"
-        "from theanompi import GOSGD\n"
-        "rule = GOSGD()\n"
-        "rule.init(devices=['cpu0', 'cpu1', 'cpu2'], modelfile='theanompi.models.mlp', modelclass='MLP',\n"
-        "          n_epochs=10, run_dir='g3', model_options={'hidden': 128})\n"
-        "sys.exit(rule.wait())\n"
-    )
-    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=170)
-    assert proc.returncode == 0, proc.stderr
+    run_rule_init(tmp_path, "GOSGD", timeout=170, devices=['cpu0', 'cpu1', 'cpu2'],
+                  modelfile='theanompi.models.mlp', modelclass='MLP',
+                  n_epochs=10, run_dir='g3', model_options={'hidden': 128})
     s = summary(tmp_path / "g3")
     check_protocol(s, n_epochs=10)
     assert s["workers"] == 3 and s["p"] == 0.1

@@ -148,7 +148,8 @@ class Rule:
         if code != 0:
             log.error("session failed: %s", self.session.failure)
         elif self.session.lost:
-            log.warning("session finished without lost %s", "; ".join(self.session.lost))
+            log.warning("session finished; carried on without %s (lost during the session)",
+                        "; ".join(self.session.lost))
         return code
 
     @property

@@ -65,12 +65,9 @@ class BSPWorker(WorkerLoop):
 
         comm = ctx.comm
         self.sync_type = ctx.spec.options["sync_type"] if comm.size > 1 else "local"
+        self.exchanger = make_exchanger(ctx.spec.options["exch_strategy"], comm)
+        self.fused_where = self.exchanger.memory  # NCCL / CUDA-aware MPI: the fused buffer stays on the GPU
         super().__init__(ctx, comm)
-        self.exchanger = make_exchanger(self.options["exch_strategy"], comm)
-        if self.exchanger.memory == "device":  # NCCL / CUDA-aware MPI: the fused buffer stays on the GPU
-            from theanompi.params import FusedParams
-
-            self.fused = FusedParams(self.model.params, where="device")
         training.check_agreement(
             comm, n_batch_train=self.model.data.n_batch_train, n_params=self.fused.size,
             param_dtype=str(self.fused.dtype),

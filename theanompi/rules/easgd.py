@@ -436,7 +436,7 @@ class EASGDServer:
 
         from theanompi.training import save_final_params
 
-        for k, requests in enumerate(self.pending):
+        for requests in self.pending:
             try:
                 MPI.Request.Waitall(requests)
             except MPI.Exception as err:
