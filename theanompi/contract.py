@@ -49,7 +49,20 @@ REQUIRED_METHODS = ("compile_iter_fns", "train_iter", "val_iter", "adjust_hyperp
 
 @dataclass
 class WorkerConfig:
-    """What a ModelClass constructor receives."""
+    """What a ModelClass constructor receives.
+
+    Attributes for theanompi's contract; Theano-MPI's models read the same object as
+    a dict: ``config['rank']``, ``config['size']``, ``config['verbose']`` (True on
+    worker 0), ``config['mname']`` (the ModelClass name), and every attribute by name.
+
+    Example
+    -------
+    >>> config = WorkerConfig(rank=1, size=2, seed=0, device="cpu1", model_name="Cifar10_model")
+    >>> config.rank, config["rank"], config["size"], config["verbose"], config["mname"]
+    (1, 1, 2, False, 'Cifar10_model')
+    >>> config.get("no_paraload", False), "rank" in config
+    (False, True)
+    """
 
     rank: int  # index among the session's workers (0 .. size-1)
     size: int  # number of workers
@@ -59,6 +72,27 @@ class WorkerConfig:
     options: dict[str, Any] = field(default_factory=dict)  # session options (n_epochs, lr_scaling, ...)
     model_options: dict[str, Any] = field(default_factory=dict)  # MODEL_* keys, lower-cased
     run_dir: Path | None = None
+    model_name: str = ""  # MODELCLASS
+
+    # Theano-MPI's dict spelling -------------------------------------------------------
+    def _as_dict(self) -> dict[str, Any]:
+        fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        return {**fields, "verbose": self.rank == 0, "mname": self.model_name}
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self._as_dict()[key]
+        except KeyError:
+            raise KeyError(f"{key!r} is not in the worker config (it has: {', '.join(self._as_dict())})") from None
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._as_dict()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._as_dict().get(key, default)
+
+    def keys(self):
+        return self._as_dict().keys()
 
 
 def check_model_class(cls: type) -> None:

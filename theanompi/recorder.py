@@ -15,6 +15,13 @@ Example
 ['calc', 'comm', 'iteration', 'wait']
 >>> rec.train_means()
 (0.5, 0.25)
+
+Theano-MPI's spelling (models written for Theano-MPI call these):
+
+>>> rec.start(); rec.end("wait"); rec.start(); rec.end("calc")
+>>> rec.train_error(0, 0.25, 0.5); rec.val_error(0, 1.0, 0.5, 0.125)
+>>> rec.val_sums(), rec.val_top5_sums()
+([1.0, 0.5, 1], [0.125, 1])
 """
 
 from __future__ import annotations
@@ -40,6 +47,10 @@ class Recorder:
         self.totals = {k: 0.0 for k in TIMERS}  # whole-session seconds per timer
         self._train = [0.0, 0.0, 0]  # loss*n, error*n, n
         self._val = [0.0, 0.0, 0]
+        self._val_top5 = [0.0, 0]  # top-5 error*n, n (Theano-MPI's val_error)
+        #: samples one Theano-MPI ``train_error``/``val_error`` call stands for (the model's batch size)
+        self.samples_per_record = 1
+        self._started: list[list[float]] = []  # frames opened by Theano-MPI's start()
         self.iteration = 0
         self.epochs: list[dict[str, Any]] = []
         self._pending: list[tuple] = []  # iteration records not yet written
@@ -67,6 +78,43 @@ class Recorder:
         self._val[0] += float(loss) * n
         self._val[1] += float(error) * n
         self._val[2] += int(n)
+
+    # ----- Theano-MPI's spelling ---------------------------------------------------------
+    def start(self) -> None:
+        """Start timing a block; :meth:`end` names its kind (Theano-MPI's recorder)."""
+        frame = [time.perf_counter(), 0.0]
+        self._started.append(frame)
+        self._stack.append(frame)
+
+    def end(self, mode: str) -> None:
+        """End the block :meth:`start` opened and add it to ``mode``: 'calc', 'comm', 'wait' (or
+        Theano-MPI's 'sync', counted as 'wait')."""
+        kind = "wait" if mode == "sync" else mode
+        if kind not in TIMERS:
+            raise ValueError(f"recorder.end({mode!r}): use one of 'calc', 'comm', 'wait', 'sync'")
+        if not self._started:
+            raise RuntimeError(f"recorder.end({mode!r}) without a matching recorder.start()")
+        frame = self._started.pop()
+        self._stack.remove(frame)
+        elapsed = time.perf_counter() - frame[0]
+        self._iter[kind] += elapsed - frame[1]
+        if self._stack:
+            self._stack[-1][1] += elapsed
+
+    def train_error(self, count: int, cost: float, error: float) -> None:
+        """Theano-MPI's ``record_train``: one batch's mean cost and error (``count`` is not used)."""
+        self.record_train(cost, error, self.samples_per_record)
+
+    def val_error(self, count: int, cost: float, error: float, error_top5: float | None = None) -> None:
+        """Theano-MPI's ``record_val``, with the batch's top-5 error when given."""
+        self.record_val(cost, error, self.samples_per_record)
+        if error_top5 is not None:
+            self._val_top5[0] += float(error_top5) * self.samples_per_record
+            self._val_top5[1] += self.samples_per_record
+
+    def val_top5_sums(self) -> list[float]:
+        """[top-5 error*n, n] of this rank's validation since the last epoch end (Theano-MPI models)."""
+        return list(self._val_top5)
 
     def end_iteration(self) -> dict[str, float]:
         """Close the current iteration; returns (and, on rank 0, writes) its timings."""
@@ -119,6 +167,7 @@ class Recorder:
         self.epochs.append(record)
         self._train = [0.0, 0.0, 0]
         self._val = [0.0, 0.0, 0]
+        self._val_top5 = [0.0, 0]
         self._epoch_times = {k: 0.0 for k in TIMERS}
         if self.write:
             with open(self.run_dir / "epochs.jsonl", "a") as f:

@@ -31,6 +31,8 @@ class SessionSpec:
     #: rank -> role ('worker', 'server', ...) and device string; filled by the rule's launch plan.
     ranks: list[dict[str, str]] = field(default_factory=list)
     cwd: str = ""
+    #: what the launch plan chose for the user (e.g. BSP's sync type for a ModelClass without apply_update)
+    notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)

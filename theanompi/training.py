@@ -18,10 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from theanompi import rank_context
 from theanompi.contract import WorkerConfig, check_model_instance
 from theanompi.errors import ContractError
 from theanompi.model_loader import load_model_class
 from theanompi.params import assign
+from theanompi.theano_mpi_contract import TheanoMPIModel, follows_theanompi_contract
 
 log = logging.getLogger("theanompi")
 
@@ -35,9 +37,12 @@ def build_model(ctx, worker_rank: int, n_workers: int, sync_type: str | None):
     config = WorkerConfig(
         rank=worker_rank, size=n_workers, seed=spec.options["seed"], device=ctx.device,
         sync_type=sync_type, options=dict(spec.options), model_options=dict(spec.model_options),
-        run_dir=Path(spec.run_dir),
+        run_dir=Path(spec.run_dir), model_name=spec.modelclass,
     )
+    rank_context.set_current(config)  # Theano-MPI-style DataClasses and lib.opt read it
     model = cls(config)
+    if follows_theanompi_contract(model):
+        model = TheanoMPIModel(model, config)
     check_model_instance(model, sync_type)
     model.compile_iter_fns(sync_type)
     return model
@@ -72,15 +77,18 @@ def validate(model, recorder, comm) -> dict[str, float]:
     """Run every validation batch on this rank; metrics averaged over all ranks' samples."""
     for count in range(model.data.n_batch_val):
         model.val_iter(count, recorder)
-    loss_sum, err_sum, n = allreduce_sums(comm, recorder.val_sums())
+    loss_sum, err_sum, n, top5_sum, n_top5 = allreduce_sums(comm, recorder.val_sums() + recorder.val_top5_sums())
     if n == 0:
         return {"val_loss": float("nan"), "val_error": float("nan"), "val_accuracy": float("nan"), "val_samples": 0}
-    return {
+    metrics = {
         "val_loss": loss_sum / n,
         "val_error": err_sum / n,
         "val_accuracy": 1.0 - err_sum / n,
         "val_samples": int(n),
     }
+    if n_top5:  # a Theano-MPI model reported top-5 errors
+        metrics["val_error_top5"] = top5_sum / n_top5
+    return metrics
 
 
 def train_metrics(recorder, comm) -> dict[str, float]:
@@ -271,6 +279,9 @@ class WorkerLoop:
     def train_epoch(self, epoch: int) -> bool:
         """Run one epoch's steps; False if a stop was requested."""
         self.model.adjust_hyperp(epoch)
+        data = self.model.data
+        if callable(getattr(data, "set_epoch", None)) and getattr(data, "epoch", None) != epoch:
+            data.set_epoch(epoch)  # a model that forgot it would reuse one shuffle every epoch
         for count in range(self.model.data.n_batch_train):
             self.step(count)
             self.recorder.end_iteration()

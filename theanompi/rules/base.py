@@ -88,6 +88,7 @@ class Rule:
         check_model_class(model_cls)
         if callable(getattr(model_cls, "validate_options", None)):
             model_cls.validate_options(model_options)
+        notes = cls.adapt_to_model(model_cls, resolved, given=options)
         ranks = cls.launch_ranks(devices, resolved)
         if resolved["run_dir"] is None:
             stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -97,9 +98,20 @@ class Rule:
         spec = SessionSpec(
             rule=cls.name, devices=[str(d) for d in devices], modelfile=modelfile,
             modelclass=modelclass, options=resolved, model_options=model_options,
-            ranks=[{"role": r.role, "device": str(r.device)} for r in ranks], cwd=cwd,
+            ranks=[{"role": r.role, "device": str(r.device)} for r in ranks], cwd=cwd, notes=notes,
         )
         return spec, ranks
+
+    @classmethod
+    def adapt_to_model(cls, model_cls: type, options: dict[str, Any], given: dict[str, Any]) -> list[str]:
+        """Adjust resolved ``options`` to the ModelClass (``given``: what the user set); returns notes
+        for the launch line. Models written for Theano-MPI compute with pytensor's C backend."""
+        from theanompi.theano_mpi_contract import follows_theanompi_contract
+
+        if follows_theanompi_contract(model_cls) and options.get("compute") == "jax":
+            raise ConfigError(f"COMPUTE=jax: ModelClass {model_cls.__name__!r} follows Theano-MPI's contract and "
+                              "compiles its own functions with pytensor's C backend; use COMPUTE=c and cpu devices")
+        return []
 
     @classmethod
     def _check_checkpoint_options(cls, options: dict[str, Any], cwd: str) -> None:
@@ -124,7 +136,8 @@ class Rule:
         spec.save(spec_path)
         argv = mpiexec_command(ranks, str(spec_path), bind=spec.options["bind"], threads=spec.options.get("threads", 0),
                                fault_tolerant=spec.options.get("on_worker_loss") == "continue")
-        log.info("starting %d ranks: %s", len(ranks), ", ".join(str(r.device) for r in ranks))
+        notes = "".join(f"; {note}" for note in spec.notes)
+        log.info("starting %d ranks: %s%s", len(ranks), ", ".join(str(r.device) for r in ranks), notes)
         self.spec = spec
         self.session = Session(argv, run_dir, ranks)
         return self

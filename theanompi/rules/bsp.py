@@ -50,6 +50,29 @@ class BSP(Rule):
         check_strategy(options["exch_strategy"], devices)
 
     @classmethod
+    def adapt_to_model(cls, model_cls, options, given) -> list[str]:
+        """Choose the sync type for a ModelClass without ``apply_update`` and say which was chosen.
+
+        * written for Theano-MPI (``reset_iter``): cdd as Theano-MPI did it (the workers' ``vels``
+          summed into ``vels2``, see theanompi.theano_mpi_contract);
+        * otherwise ``avg`` unless the user asked for cdd (then an error: cdd needs apply_update).
+        """
+        from theanompi.theano_mpi_contract import follows_theanompi_contract
+
+        notes = super().adapt_to_model(model_cls, options, given)
+        name = model_cls.__name__
+        if callable(getattr(model_cls, "apply_update", None)) or options["sync_type"] != "cdd":
+            return notes + [f"BSP sync type {options['sync_type']}"]
+        if follows_theanompi_contract(model_cls):
+            return notes + [f"BSP sync type cdd as Theano-MPI ran it (ModelClass {name!r} has no apply_update: "
+                            "each step the workers' vels are summed into vels2)"]
+        if "sync_type" in given:
+            raise ConfigError(f"BSP_SYNC_TYPE=cdd: ModelClass {name!r} lacks method 'apply_update', which cdd needs "
+                              "(or use BSP_SYNC_TYPE=avg)")
+        options["sync_type"] = "avg"
+        return notes + [f"BSP sync type avg (chosen: ModelClass {name!r} has no apply_update, which cdd needs)"]
+
+    @classmethod
     def run_rank(cls, ctx) -> None:
         BSPWorker(ctx).run()
 

@@ -224,6 +224,8 @@ class EASGDServer:
         if self.model.data.n_batch_val:
             # the first call of a compiled function is slow (~0.25 s): pay it now, not while workers wait
             self.model.val_iter(0, Recorder(None))
+            if callable(getattr(self.model, "rewind_validation", None)):
+                self.model.rewind_validation()  # a model that walks its batches itself starts over
         self.recorder = Recorder(ctx.spec.run_dir, write=True)
         self.n_epochs = n_epochs_for(self.model, self.options)
         self.alpha = self.fused.dtype.type(self.options["alpha"])
