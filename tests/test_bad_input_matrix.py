@@ -91,6 +91,8 @@ LAUNCH = {
     "garbage checkpoint": (_garbage_checkpoint, "not a readable hickle file"),
     "checkpoint with pickled code": (_pickled_code_checkpoint, "it references the global"),
     "other rule's checkpoint": (_other_rules_checkpoint, "is a BSP checkpoint, not EASGD"),
+    "cdd without apply_update": ({"MODELFILE": CONTRACT, "MODELCLASS": "NoApplyUpdate", "BSP_SYNC_TYPE": "cdd"},
+                                 "lacks method 'apply_update', which cdd needs (or use BSP_SYNC_TYPE=avg)"),
     "missing data directory": ({**ZOO_CNN, "MODEL_DATA": "cifar10", "MODEL_DATA_DIR": "no/such/dir"}, "no/such/dir"),
 }
 
@@ -99,8 +101,6 @@ RUNTIME = {
     "model raises mid-epoch": ({"MODELFILE": CONTRACT, "MODELCLASS": "RaisesMidEpoch", "N_EPOCHS": 3},
                                "rank 1 (worker on cpu1): RuntimeError: injected failure"),
     "empty params": ({"MODELFILE": CONTRACT, "MODELCLASS": "NoParams"}, "'params' must be a non-empty list"),
-    "cdd without apply_update": ({"MODELFILE": CONTRACT, "MODELCLASS": "NoApplyUpdate"},
-                                 "lacks method 'apply_update', needed by BSP_SYNC_TYPE=cdd"),
     "ranks disagree on batch counts": ({"MODELFILE": CONTRACT, "MODELCLASS": "UnequalShards"},
                                        "workers disagree on n_batch_train: rank 0 has 24, rank 1 has 25"),
     "ranks disagree on parameter shapes": ({"MODELFILE": CONTRACT, "MODELCLASS": "RankDependentShape"},

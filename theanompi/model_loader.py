@@ -60,9 +60,39 @@ def import_model_module(modelfile: str, cwd: str | None = None):
         raise
 
 
+#: imports of Theano-era modules that pytensor does not have -> what to use instead
+THEANO_ERA_HINTS = {
+    "pytensor.sandbox": "pytensor has no 'sandbox' (Theano's MRG_RandomStreams): use "
+                        "pytensor.tensor.random.utils.RandomStream",
+    "pytensor.gpuarray": "pytensor has no 'gpuarray' (pygpu is gone): use COMPUTE=jax with theanompi's contract",
+    "pygpu": "pygpu is gone: use COMPUTE=jax with theanompi's contract",
+}
+
+
+def theano_era_hint(err: BaseException) -> str | None:
+    """What to use instead, when ``err`` is an import of a Theano-era module pytensor lacks; else None.
+
+    Example
+    -------
+    >>> theano_era_hint(ModuleNotFoundError("No module named 'pytensor.sandbox'", name="pytensor.sandbox"))
+    "pytensor has no 'sandbox' (Theano's MRG_RandomStreams): use pytensor.tensor.random.utils.RandomStream"
+    """
+    missing = getattr(err, "name", None) or "" if isinstance(err, ImportError) else ""
+    for prefix, hint in THEANO_ERA_HINTS.items():
+        if missing == prefix or missing.startswith(prefix + "."):
+            return hint
+    return None
+
+
 def load_model_class(modelfile: str, modelclass: str, cwd: str | None = None) -> type:
     """Return the ModelClass named ``modelclass`` in ``modelfile`` (ConfigError if absent)."""
-    module = import_model_module(modelfile, cwd)
+    try:
+        module = import_model_module(modelfile, cwd)
+    except ImportError as err:
+        hint = theano_era_hint(err)
+        if hint is None:
+            raise
+        raise ConfigError(f"MODELFILE={modelfile!r} imports {err.name!r}: {hint}") from None
     cls = getattr(module, modelclass, None)
     if cls is None:
         raise ConfigError(f"MODELCLASS={modelclass!r}: module {modelfile!r} has no such class")

@@ -50,7 +50,11 @@ def _status_path(spec: SessionSpec, rank: int, state: str) -> Path:
 def _fail(spec: SessionSpec, rank: int, who: str, err: BaseException) -> None:
     from theanompi.errors import ConfigError
 
-    line = f"{who}: {type(err).__name__}: {err}".replace("\n", " ")
+    from theanompi.model_loader import theano_era_hint
+
+    hint = theano_era_hint(err)
+    line = f"{who}: {type(err).__name__}: {err}" + (f" ({hint})" if hint else "")
+    line = line.replace("\n", " ")
     try:
         _status_path(spec, rank, "failed").write_text(line + "\n")
     except OSError:

@@ -27,7 +27,7 @@ import logging
 import numpy as np
 
 from theanompi import arrays
-from theanompi.errors import ContractError
+from theanompi.errors import ConfigError, ContractError
 from theanompi.exchange import STRATEGIES, check_strategy
 from theanompi.options import Option, choice, positive_int
 from theanompi.rules.base import Rule
