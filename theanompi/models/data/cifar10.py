@@ -54,15 +54,46 @@ ALLOWED_GLOBALS = frozenset({
     ("numpy._core.multiarray", "_reconstruct"),  # numpy >= 2
     ("numpy", "ndarray"),
     ("numpy", "dtype"),
+    ("numpy.core.multiarray", "scalar"),  # numpy scalars, e.g. labels written as a list of np.int64
+    ("numpy._core.multiarray", "scalar"),
 })
+
+#: Python 3 writes ``bytes`` (numpy's raw array data) at protocol 2 as ``_codecs.encode(text, 'latin1')``;
+#: this global resolves to a function that does only that.
+PY3_PROTOCOL2_BYTES = ("_codecs", "encode")
 
 
 class RestrictedUnpickler(_SafeUnpickler):
-    """:class:`theanompi.safe_io.RestrictedUnpickler` with CIFAR-10's allow-list (numpy arrays only)
-    and Python 2 string handling (``encoding='bytes'``, like the official loader)."""
+    """:class:`theanompi.safe_io.RestrictedUnpickler` with CIFAR-10's allow-list (numpy arrays and scalars)
+    and Python 2 string handling (``encoding='bytes'``, like the official loader).
+
+    Reads the official Python 2 files and Python 3 pickles of protocols 2 to 4
+    (protocol 2 spells bytes as ``_codecs.encode(text, 'latin1')``, resolved to a
+    function that only encodes latin1). Protocol 5 builds arrays through
+    ``numpy._core.numeric._frombuffer``, which is not allowed.
+
+    Example
+    -------
+    >>> import io
+    >>> raw = pickle.dumps({"data": np.arange(3, dtype=np.uint8), "labels": [np.int64(7)]}, protocol=2)
+    >>> out = RestrictedUnpickler(io.BytesIO(raw)).load()
+    >>> out["data"].tolist(), int(out["labels"][0])
+    ([0, 1, 2], 7)
+    """
 
     def __init__(self, file, source: str = "<pickle>", encoding: str = "bytes"):
         super().__init__(file, source=source, allowed=ALLOWED_GLOBALS, encoding=encoding)
+
+    def find_class(self, module: str, name: str):
+        if (module, name) == PY3_PROTOCOL2_BYTES:
+            return self._latin1_bytes
+        return super().find_class(module, name)
+
+    def _latin1_bytes(self, text, encoding: str = "latin1") -> bytes:
+        if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+            raise UnsafePickleError(f"refusing to unpickle {self.source!r}: it calls _codecs.encode with "
+                                    f"{type(text).__name__}, {encoding!r} (only the latin1 spelling of bytes is allowed)")
+        return text.encode("latin-1")
 
 
 def safe_unpickle(path) -> object:
@@ -144,6 +175,46 @@ def _check_size(name: str, value, available: int | None) -> int | None:
     return int(value)
 
 
+def _check_files(data_dir, names) -> Path:
+    """``data_dir`` as a Path, checked to be a directory holding all of ``names``."""
+    root = Path(data_dir)
+    if not root.is_dir():
+        raise ConfigError(f"CIFAR-10 directory '{root}' does not exist (expected the unpacked "
+                          "cifar-10-python.tar.gz: data_batch_1..5, test_batch)")
+    for name in names:
+        if not (root / name).is_file():
+            expected = "data_batch_1..5 and test_batch" if TEST_FILE in names else "data_batch_1..5"
+            raise ConfigError(f"CIFAR-10 file '{root / name}' is missing (expected {expected})")
+    return root
+
+
+def _read_training_files(root: Path, train_size: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``train_size`` (None: all) images and labels of data_batch_1..5, reading only the files needed."""
+    _check_size("train_size", train_size, None)
+    xs, ys, n = [], [], 0
+    for name in TRAIN_FILES:
+        if train_size is not None and n >= train_size:
+            break
+        x, y = load_cifar_batch(root / name)
+        xs.append(x), ys.append(y)
+        n += len(x)
+    x_train, y_train = np.concatenate(xs), np.concatenate(ys)
+    train_size = _check_size("train_size", train_size, len(x_train))
+    return x_train[:train_size], y_train[:train_size]
+
+
+def load_cifar10_training_set(data_dir) -> tuple[np.ndarray, np.ndarray]:
+    """(images uint8 ``(N, 3, 32, 32)``, labels int32) of data_batch_1..5 (``test_batch`` is not needed).
+
+    Example
+    -------
+    >>> x, y = load_cifar10_training_set("cifar-10-batches-py")      # doctest: +SKIP
+    >>> x.shape                                                      # doctest: +SKIP
+    (50000, 3, 32, 32)
+    """
+    return _read_training_files(_check_files(data_dir, TRAIN_FILES), None)
+
+
 def load_cifar10(data_dir, train_size: int | None = None, val_size: int | None = None):
     """((x_train, y_train), (x_val, y_val)) as uint8 NCHW images and int32 labels.
 
@@ -161,25 +232,10 @@ def load_cifar10(data_dir, train_size: int | None = None, val_size: int | None =
     >>> xt.shape, xv.shape                                                        # doctest: +SKIP
     ((500, 3, 32, 32), (10000, 3, 32, 32))
     """
-    root = Path(data_dir)
-    if not root.is_dir():
-        raise ConfigError(f"CIFAR-10 directory '{root}' does not exist (expected the unpacked "
-                          "cifar-10-python.tar.gz: data_batch_1..5, test_batch)")
-    for name in TRAIN_FILES + (TEST_FILE,):
-        if not (root / name).is_file():
-            raise ConfigError(f"CIFAR-10 file '{root / name}' is missing (expected data_batch_1..5 and test_batch)")
+    root = _check_files(data_dir, TRAIN_FILES + (TEST_FILE,))
     _check_size("train_size", train_size, None)
     _check_size("val_size", val_size, None)
-    xs, ys, n = [], [], 0
-    for name in TRAIN_FILES:
-        if train_size is not None and n >= train_size:
-            break
-        x, y = load_cifar_batch(root / name)
-        xs.append(x), ys.append(y)
-        n += len(x)
-    x_train, y_train = np.concatenate(xs), np.concatenate(ys)
-    train_size = _check_size("train_size", train_size, len(x_train))
-    x_train, y_train = x_train[:train_size], y_train[:train_size]
+    x_train, y_train = _read_training_files(root, train_size)
     x_val, y_val = load_cifar_batch(root / TEST_FILE)
     val_size = _check_size("val_size", val_size, len(x_val))
     log.debug("CIFAR-10 from %s: %d training, %d validation images", root, len(x_train), val_size)
