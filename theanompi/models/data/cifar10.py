@@ -36,6 +36,7 @@ import numpy as np
 
 from theanompi.errors import ConfigError
 from theanompi.models.data.base import ShardedArrayData
+from theanompi.models.data.theanompi_api import FileBatchAPI, session_data_dir, split_into_batches
 from theanompi.safe_io import RestrictedUnpickler as _SafeUnpickler
 from theanompi.safe_io import UnsafePickleError
 
@@ -289,3 +290,84 @@ class Cifar10Data(ShardedArrayData):
 
     def load_val(self, units, count):
         return self._convert(self.x_val[units]), self.y_val[units]
+
+
+#: Fraction of the training files' images that Cifar10_data trains on (the rest validate), as in Theano-MPI.
+TRAIN_FRACTION = 0.8
+#: Stream of the train/val split in the session seed's generators (epoch orders use (seed, epoch)).
+SPLIT_STREAM = 1_000_003
+
+
+class Cifar10_data(FileBatchAPI):  # noqa: N801 - Theano-MPI's name
+    """Theano-MPI's CIFAR-10 DataClass: uint8 NCHW file batches from ``MODEL_DATA_DIR``.
+
+    Reads ``data_batch_1..5`` from the session's ``MODEL_DATA_DIR`` (Python 2 or
+    Python 3 pickles, with the restricted unpickler) and, like Theano-MPI, splits
+    their images 80/20 into training and validation sets; ``test_batch`` is not
+    used. Theano-MPI drew the split from an unseeded permutation; here it is
+    seeded by the session's SEED, so every rank holds the same split. The
+    sharding methods are :class:`~theanompi.models.data.theanompi_api.FileBatchAPI`'s.
+
+    Parameters
+    ----------
+    verbose : bool
+        Log the batching and sharding at INFO level (else DEBUG).
+
+    Attributes
+    ----------
+    channels, width, height, n_class : int
+        3, 32, 32, 10.
+    rawdata : list
+        ``[train_img (N, 3, 32, 32) uint8, train_labels int32, val_img, val_labels,
+        img_mean (3, 32, 32, 1) float32]``, the mean image of the training images.
+
+    Example
+    -------
+    >>> import os, pickle, tempfile
+    >>> from theanompi.contract import WorkerConfig
+    >>> from theanompi.rank_context import set_current
+    >>> root = tempfile.mkdtemp()
+    >>> for name in TRAIN_FILES:
+    ...     batch = {"data": np.zeros((10, 3072), np.uint8), "labels": [3] * 10}
+    ...     with open(os.path.join(root, name), "wb") as f:
+    ...         pickle.dump(batch, f, protocol=2)
+    >>> set_current(WorkerConfig(rank=0, size=2, seed=0, device="cpu", model_options={"data_dir": root}))
+    >>> data = Cifar10_data(verbose=False)
+    >>> data.rawdata[0].shape, data.rawdata[2].shape, data.rawdata[4].shape
+    ((40, 3, 32, 32), (10, 3, 32, 32), (3, 32, 32, 1))
+    >>> data.batch_data(8); data.extend_data(rank=0, size=2)
+    >>> data.shuffle_data(mode="train", common_seed=1234); data.shard_data(mode="train", rank=0, size=2)
+    >>> data.n_batch_train, data.train_img_shard[0].shape, data.train_labels_shard[0].dtype
+    (3, (8, 3, 32, 32), dtype('int32'))
+    >>> set_current(None)
+    """
+
+    channels, width, height, n_class = 3, 32, 32, N_CLASSES
+
+    def __init__(self, verbose: bool = False):
+        self.init_session("Cifar10_data", verbose)
+        x, y = load_cifar10_training_set(session_data_dir("Cifar10_data"))
+        order = np.random.default_rng([self.session_seed, SPLIT_STREAM]).permutation(len(x))
+        n_train = int(len(x) * TRAIN_FRACTION)
+        if n_train < 1:
+            raise ConfigError(f"Cifar10_data: the training files hold {len(x)} images; at least 2 are needed")
+        train, val = order[:n_train], order[n_train:]  # the split, and the images' order in the file batches
+        x_train = x[train]
+        img_mean = x_train.mean(axis=0, dtype=np.float64).astype(np.float32)[..., np.newaxis]
+        self.x_train, self.x_val = x_train, x[val]
+        self.rawdata = [x_train, y[train], self.x_val, y[val], img_mean]
+
+    def make_file_batches(self, file_batch_size):
+        n = len(self.rawdata[0])
+        if file_batch_size > n:
+            raise ConfigError(f"Cifar10_data: file_batch_size={file_batch_size} is larger than the {n} "
+                              "training images")
+        train_img, train_labels = split_into_batches(self.rawdata[0], self.rawdata[1], file_batch_size)
+        val_img, val_labels = split_into_batches(self.rawdata[2], self.rawdata[3], file_batch_size)
+        return train_img, train_labels, val_img, val_labels
+
+    def load_train(self, units, count):
+        return self.train_img[int(units[0])], self.train_labels[int(units[0])]
+
+    def load_val(self, units, count):
+        return self.val_img[int(units[0])], self.val_labels[int(units[0])]
