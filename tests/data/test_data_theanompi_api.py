@@ -558,8 +558,10 @@ def test_crop_and_mirror_bad_input():
 
 
 # ----- module-level ------------------------------------------------------------------------------
-@pytest.mark.parametrize("suffix", ["", ".theanompi_api", ".cifar10", ".imagenet", ".mnist", ".utils"])
+@pytest.mark.parametrize("suffix", ["", ".theanompi_api", ".cifar10", ".imagenet", ".mnist", ".utils", ".base",
+                                    ".synthetic", ".hickle_batches", ".prefetch", ".digits"])
 def test_docstring_examples(suffix):
+    """Every module of theanompi.models.data (the loaders' examples were not run anywhere before)."""
     module = importlib.import_module("theanompi.models.data" + suffix)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     set_current(None)

@@ -12,7 +12,11 @@ Security: a pickle can run any callable it names, so the files are read with
 reconstruction globals (:data:`ALLOWED_GLOBALS`) and refuses every other one
 with :class:`UnsafePickleError` *before* anything is called.
 
-Batches are float32 NCHW scaled to [0, 1], minus the per-channel mean of the
+:class:`Cifar10_data` is Theano-MPI's spelling (``from theanompi.models.data import
+Cifar10_data``): uint8 file batches of an 80/20 split of the training files, found in
+the session's ``MODEL_DATA_DIR`` (see :mod:`theanompi.models.data.theanompi_api`).
+
+Batches of :class:`Cifar10Data` are float32 NCHW scaled to [0, 1], minus the per-channel mean of the
 training images unless ``subtract_mean=False``; labels are int32. The images stay
 uint8 in memory (``x_train``/``x_val``, 184 MB for the whole set) and are
 converted batch by batch.
@@ -93,7 +97,8 @@ class RestrictedUnpickler(_SafeUnpickler):
     def _latin1_bytes(self, text, encoding: str = "latin1") -> bytes:
         if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
             raise UnsafePickleError(f"refusing to unpickle {self.source!r}: it calls _codecs.encode with "
-                                    f"{type(text).__name__}, {encoding!r} (only the latin1 spelling of bytes is allowed)")
+                                    f"{type(text).__name__}, {encoding!r} (only the latin1 spelling of bytes is "
+                                    "allowed)")
         return text.encode("latin-1")
 
 

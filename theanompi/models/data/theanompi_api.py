@@ -72,7 +72,7 @@ def session_config(what: str):
     >>> session_config("Cifar10_data")
     Traceback (most recent call last):
     ...
-    theanompi.errors.ConfigError: Cifar10_data finds its data in MODEL_DATA_DIR, but no theanompi session is running in this process; construct it in a ModelClass started by a session with MODEL_DATA_DIR=<dir> in its cfg (or model_options={'data_dir': ...}), or call theanompi.rank_context.set_current(WorkerConfig(...)) first
+    theanompi.errors.ConfigError: Cifar10_data finds its data in MODEL_DATA_DIR, but no theanompi session ...
     """
     config = rank_context.current()
     if config is None:
@@ -93,7 +93,7 @@ def session_data_dir(what: str) -> Path:
     >>> session_data_dir("MNIST_data")
     Traceback (most recent call last):
     ...
-    theanompi.errors.ConfigError: MNIST_data finds its data in MODEL_DATA_DIR: set MODEL_DATA_DIR=<dir> in the session's cfg (or model_options={'data_dir': ...})
+    theanompi.errors.ConfigError: MNIST_data finds its data in MODEL_DATA_DIR: set MODEL_DATA_DIR=<dir> in ...
     >>> rank_context.set_current(None)
     """
     config = session_config(what)
