@@ -23,7 +23,7 @@ from theanompi.models.data import Cifar10_data, ImageNet_data  # noqa: E402
 from theanompi.models.data.mnist import MNIST_data  # noqa: E402
 from theanompi.models.data.utils import crop_and_mirror, unpickle  # noqa: E402
 from theanompi.rank_context import set_current  # noqa: E402
-from theanompi.safe_io import UnsafeFileError  # noqa: E402
+from theanompi.safe_io import UnsafeFileError, load_hickle  # noqa: E402
 
 N_PER_FILE = 8  # 5 files: 40 images, 32 train / 8 val
 
@@ -196,6 +196,32 @@ def test_set_epoch_and_the_models_own_calls_agree(tmp_path):
     assert batch_ids(early, early.train_img_shard) == by_session
 
 
+def test_rank_and_size_given_to_the_calls_win_over_the_sessions(tmp_path):
+    write_cifar(tmp_path)
+    session(tmp_path, 0, 1)
+    d = Cifar10_data()
+    d.batch_data(4)
+    assert (d.rank, d.size, d.n_batch_train) == (0, 1, 8)
+    d.extend_data(rank=1, size=3)
+    d.shuffle_data("train", common_seed=6)
+    d.shard_data("train", rank=1, size=3)
+    assert (d.rank, d.size, d.n_batch_train, len(d.train_img_ext)) == (1, 3, 3, 9)
+    fresh = cifar(tmp_path, 1, 3, common_seed=6)  # constructed in a session of 3
+    assert batch_ids(d, d.train_img_shard) == batch_ids(fresh, fresh.train_img_shard)
+
+
+def test_old_module_paths():
+    import theanompi.models.data as package
+    import theanompi.models.data.cifar10 as cifar10
+    import theanompi.models.data.imagenet as imagenet
+
+    assert package.Cifar10_data is cifar10.Cifar10_data is Cifar10_data
+    assert package.ImageNet_data is imagenet.ImageNet_data and package.MNIST_data is MNIST_data
+    assert set(package.__all__) <= set(dir(package))
+    with pytest.raises(AttributeError, match="has no attribute 'Nope_data'"):
+        package.Nope_data
+
+
 def test_cifar_config_errors_name_the_problem(tmp_path):
     with pytest.raises(ConfigError, match=r"Cifar10_data finds its data in MODEL_DATA_DIR, but no theanompi "
                                           r"session .*model_options=\{'data_dir': \.\.\.\}"):
@@ -321,6 +347,7 @@ def test_imagenet_rawdata_and_file_name_shards(tmp_path):
         for name, labels in zip(s.train_img_shard, s.train_labels_shard):
             k = train_names.index(name)
             np.testing.assert_array_equal(labels, written["train"][1][k * B:(k + 1) * B])
+            np.testing.assert_array_equal(load_hickle(name), hickle.load(name))  # the safe reader, for ports
             arr = (hickle.load(name) - s.rawdata[4]) / 255. / s.rawdata[5]
             out = crop_and_mirror(arr, "val", True, True, 8)
             ref = (written["train"][0][k].astype(np.float64) - mean[..., None]) / 255. / img_std
