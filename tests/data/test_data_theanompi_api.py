@@ -454,6 +454,14 @@ def test_mnist_npz_batches_sharded_endless_and_seeded(tmp_path):
     assert [v[0].shape[0] for v in vals] == [8, 2, 8]
     np.testing.assert_allclose(vals[0][0].reshape(8, 784), xv[:8])
     d.shuffle_data(), d.shard_data()  # Theano-MPI's no-ops
+    # the project's spelling: set_epoch selects the same common shuffle for train_batch (also before batch_data)
+    session(tmp_path, 1, 2)
+    early = MNIST_data()
+    early.set_epoch(2)
+    early.batch_data(8)
+    shards[1].set_epoch(2)
+    np.testing.assert_array_equal(early.train_batch(3)[1], shards[1].train_batch(3)[1])
+    np.testing.assert_array_equal(early.train_indices(3), early.epoch_order(2)[3 * 16 + 8:3 * 16 + 16])
 
 
 def test_mnist_keras_npz_and_pickle(tmp_path):

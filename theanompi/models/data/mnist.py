@@ -172,11 +172,24 @@ class MNIST_data(ShardedArrayData):  # noqa: N801 - Theano-MPI's name
                 raise ConfigError(f"MNIST_data.batch_data({batchsize!r}): already batched by {self.batch_size}")
             return
         xt, yt, xv, yv = (a.reshape((-1, 1, 28, 28)) if a.ndim == 2 else a for a in self.rawdata[:4])
+        epoch = getattr(self, "epoch", 0)
         super().__init__(xt, yt, xv, yv, batchsize, self.session_rank, self.session_size, self.session_seed)
+        if epoch:
+            self.set_epoch(epoch)
         self.batches_train = self._endless_train()
         self.batches_val = self._endless_val()
         log.log(logging.INFO if self.verbose else logging.DEBUG, "MNIST rank %d: %d training, %d validation batches",
                 self.rank, self.n_batch_train, self.n_batch_val)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the common shuffle of ``epoch`` for ``train_batch`` (before :meth:`batch_data`: kept for it).
+
+        ``batches_train`` keeps its own passes (a GAN draws many more batches per session epoch).
+        """
+        if self.batch_size is None:
+            self.epoch = epoch
+            return
+        super().set_epoch(epoch)
 
     def shuffle_data(self) -> None:
         """Nothing to do (as in Theano-MPI): ``batches_train`` shuffles every pass."""
