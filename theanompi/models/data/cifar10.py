@@ -12,7 +12,11 @@ Security: a pickle can run any callable it names, so the files are read with
 reconstruction globals (:data:`ALLOWED_GLOBALS`) and refuses every other one
 with :class:`UnsafePickleError` *before* anything is called.
 
-Batches are float32 NCHW scaled to [0, 1], minus the per-channel mean of the
+:class:`Cifar10_data` is Theano-MPI's spelling (``from theanompi.models.data import
+Cifar10_data``): uint8 file batches of an 80/20 split of the training files, found in
+the session's ``MODEL_DATA_DIR`` (see :mod:`theanompi.models.data.theanompi_api`).
+
+Batches of :class:`Cifar10Data` are float32 NCHW scaled to [0, 1], minus the per-channel mean of the
 training images unless ``subtract_mean=False``; labels are int32. The images stay
 uint8 in memory (``x_train``/``x_val``, 184 MB for the whole set) and are
 converted batch by batch.
@@ -36,6 +40,7 @@ import numpy as np
 
 from theanompi.errors import ConfigError
 from theanompi.models.data.base import ShardedArrayData
+from theanompi.models.data.theanompi_api import FileBatchAPI, session_data_dir, split_into_batches
 from theanompi.safe_io import RestrictedUnpickler as _SafeUnpickler
 from theanompi.safe_io import UnsafePickleError
 
@@ -54,15 +59,47 @@ ALLOWED_GLOBALS = frozenset({
     ("numpy._core.multiarray", "_reconstruct"),  # numpy >= 2
     ("numpy", "ndarray"),
     ("numpy", "dtype"),
+    ("numpy.core.multiarray", "scalar"),  # numpy scalars, e.g. labels written as a list of np.int64
+    ("numpy._core.multiarray", "scalar"),
 })
+
+#: Python 3 writes ``bytes`` (numpy's raw array data) at protocol 2 as ``_codecs.encode(text, 'latin1')``;
+#: this global resolves to a function that does only that.
+PY3_PROTOCOL2_BYTES = ("_codecs", "encode")
 
 
 class RestrictedUnpickler(_SafeUnpickler):
-    """:class:`theanompi.safe_io.RestrictedUnpickler` with CIFAR-10's allow-list (numpy arrays only)
-    and Python 2 string handling (``encoding='bytes'``, like the official loader)."""
+    """:class:`theanompi.safe_io.RestrictedUnpickler` with CIFAR-10's allow-list (numpy arrays and scalars)
+    and Python 2 string handling (``encoding='bytes'``, like the official loader).
+
+    Reads the official Python 2 files and Python 3 pickles of protocols 2 to 4
+    (protocol 2 spells bytes as ``_codecs.encode(text, 'latin1')``, resolved to a
+    function that only encodes latin1). Protocol 5 builds arrays through
+    ``numpy._core.numeric._frombuffer``, which is not allowed.
+
+    Example
+    -------
+    >>> import io
+    >>> raw = pickle.dumps({"data": np.arange(3, dtype=np.uint8), "labels": [np.int64(7)]}, protocol=2)
+    >>> out = RestrictedUnpickler(io.BytesIO(raw)).load()
+    >>> out["data"].tolist(), int(out["labels"][0])
+    ([0, 1, 2], 7)
+    """
 
     def __init__(self, file, source: str = "<pickle>", encoding: str = "bytes"):
         super().__init__(file, source=source, allowed=ALLOWED_GLOBALS, encoding=encoding)
+
+    def find_class(self, module: str, name: str):
+        if (module, name) == PY3_PROTOCOL2_BYTES:
+            return self._latin1_bytes
+        return super().find_class(module, name)
+
+    def _latin1_bytes(self, text, encoding: str = "latin1") -> bytes:
+        if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+            raise UnsafePickleError(f"refusing to unpickle {self.source!r}: it calls _codecs.encode with "
+                                    f"{type(text).__name__}, {encoding!r} (only the latin1 spelling of bytes is "
+                                    "allowed)")
+        return text.encode("latin-1")
 
 
 def safe_unpickle(path) -> object:
@@ -144,6 +181,46 @@ def _check_size(name: str, value, available: int | None) -> int | None:
     return int(value)
 
 
+def _check_files(data_dir, names) -> Path:
+    """``data_dir`` as a Path, checked to be a directory holding all of ``names``."""
+    root = Path(data_dir)
+    if not root.is_dir():
+        raise ConfigError(f"CIFAR-10 directory '{root}' does not exist (expected the unpacked "
+                          "cifar-10-python.tar.gz: data_batch_1..5, test_batch)")
+    for name in names:
+        if not (root / name).is_file():
+            expected = "data_batch_1..5 and test_batch" if TEST_FILE in names else "data_batch_1..5"
+            raise ConfigError(f"CIFAR-10 file '{root / name}' is missing (expected {expected})")
+    return root
+
+
+def _read_training_files(root: Path, train_size: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``train_size`` (None: all) images and labels of data_batch_1..5, reading only the files needed."""
+    _check_size("train_size", train_size, None)
+    xs, ys, n = [], [], 0
+    for name in TRAIN_FILES:
+        if train_size is not None and n >= train_size:
+            break
+        x, y = load_cifar_batch(root / name)
+        xs.append(x), ys.append(y)
+        n += len(x)
+    x_train, y_train = np.concatenate(xs), np.concatenate(ys)
+    train_size = _check_size("train_size", train_size, len(x_train))
+    return x_train[:train_size], y_train[:train_size]
+
+
+def load_cifar10_training_set(data_dir) -> tuple[np.ndarray, np.ndarray]:
+    """(images uint8 ``(N, 3, 32, 32)``, labels int32) of data_batch_1..5 (``test_batch`` is not needed).
+
+    Example
+    -------
+    >>> x, y = load_cifar10_training_set("cifar-10-batches-py")      # doctest: +SKIP
+    >>> x.shape                                                      # doctest: +SKIP
+    (50000, 3, 32, 32)
+    """
+    return _read_training_files(_check_files(data_dir, TRAIN_FILES), None)
+
+
 def load_cifar10(data_dir, train_size: int | None = None, val_size: int | None = None):
     """((x_train, y_train), (x_val, y_val)) as uint8 NCHW images and int32 labels.
 
@@ -161,25 +238,10 @@ def load_cifar10(data_dir, train_size: int | None = None, val_size: int | None =
     >>> xt.shape, xv.shape                                                        # doctest: +SKIP
     ((500, 3, 32, 32), (10000, 3, 32, 32))
     """
-    root = Path(data_dir)
-    if not root.is_dir():
-        raise ConfigError(f"CIFAR-10 directory '{root}' does not exist (expected the unpacked "
-                          "cifar-10-python.tar.gz: data_batch_1..5, test_batch)")
-    for name in TRAIN_FILES + (TEST_FILE,):
-        if not (root / name).is_file():
-            raise ConfigError(f"CIFAR-10 file '{root / name}' is missing (expected data_batch_1..5 and test_batch)")
+    root = _check_files(data_dir, TRAIN_FILES + (TEST_FILE,))
     _check_size("train_size", train_size, None)
     _check_size("val_size", val_size, None)
-    xs, ys, n = [], [], 0
-    for name in TRAIN_FILES:
-        if train_size is not None and n >= train_size:
-            break
-        x, y = load_cifar_batch(root / name)
-        xs.append(x), ys.append(y)
-        n += len(x)
-    x_train, y_train = np.concatenate(xs), np.concatenate(ys)
-    train_size = _check_size("train_size", train_size, len(x_train))
-    x_train, y_train = x_train[:train_size], y_train[:train_size]
+    x_train, y_train = _read_training_files(root, train_size)
     x_val, y_val = load_cifar_batch(root / TEST_FILE)
     val_size = _check_size("val_size", val_size, len(x_val))
     log.debug("CIFAR-10 from %s: %d training, %d validation images", root, len(x_train), val_size)
@@ -233,3 +295,84 @@ class Cifar10Data(ShardedArrayData):
 
     def load_val(self, units, count):
         return self._convert(self.x_val[units]), self.y_val[units]
+
+
+#: Fraction of the training files' images that Cifar10_data trains on (the rest validate), as in Theano-MPI.
+TRAIN_FRACTION = 0.8
+#: Stream of the train/val split in the session seed's generators (epoch orders use (seed, epoch)).
+SPLIT_STREAM = 1_000_003
+
+
+class Cifar10_data(FileBatchAPI):  # noqa: N801 - Theano-MPI's name
+    """Theano-MPI's CIFAR-10 DataClass: uint8 NCHW file batches from ``MODEL_DATA_DIR``.
+
+    Reads ``data_batch_1..5`` from the session's ``MODEL_DATA_DIR`` (Python 2 or
+    Python 3 pickles, with the restricted unpickler) and, like Theano-MPI, splits
+    their images 80/20 into training and validation sets; ``test_batch`` is not
+    used. Theano-MPI drew the split from an unseeded permutation; here it is
+    seeded by the session's SEED, so every rank holds the same split. The
+    sharding methods are :class:`~theanompi.models.data.theanompi_api.FileBatchAPI`'s.
+
+    Parameters
+    ----------
+    verbose : bool
+        Log the batching and sharding at INFO level (else DEBUG).
+
+    Attributes
+    ----------
+    channels, width, height, n_class : int
+        3, 32, 32, 10.
+    rawdata : list
+        ``[train_img (N, 3, 32, 32) uint8, train_labels int32, val_img, val_labels,
+        img_mean (3, 32, 32, 1) float32]``, the mean image of the training images.
+
+    Example
+    -------
+    >>> import os, pickle, tempfile
+    >>> from theanompi.contract import WorkerConfig
+    >>> from theanompi.rank_context import set_current
+    >>> root = tempfile.mkdtemp()
+    >>> for name in TRAIN_FILES:
+    ...     batch = {"data": np.zeros((10, 3072), np.uint8), "labels": [3] * 10}
+    ...     with open(os.path.join(root, name), "wb") as f:
+    ...         pickle.dump(batch, f, protocol=2)
+    >>> set_current(WorkerConfig(rank=0, size=2, seed=0, device="cpu", model_options={"data_dir": root}))
+    >>> data = Cifar10_data(verbose=False)
+    >>> data.rawdata[0].shape, data.rawdata[2].shape, data.rawdata[4].shape
+    ((40, 3, 32, 32), (10, 3, 32, 32), (3, 32, 32, 1))
+    >>> data.batch_data(8); data.extend_data(rank=0, size=2)
+    >>> data.shuffle_data(mode="train", common_seed=1234); data.shard_data(mode="train", rank=0, size=2)
+    >>> data.n_batch_train, data.train_img_shard[0].shape, data.train_labels_shard[0].dtype
+    (3, (8, 3, 32, 32), dtype('int32'))
+    >>> set_current(None)
+    """
+
+    channels, width, height, n_class = 3, 32, 32, N_CLASSES
+
+    def __init__(self, verbose: bool = False):
+        self.init_session("Cifar10_data", verbose)
+        x, y = load_cifar10_training_set(session_data_dir("Cifar10_data"))
+        order = np.random.default_rng([self.session_seed, SPLIT_STREAM]).permutation(len(x))
+        n_train = int(len(x) * TRAIN_FRACTION)
+        if n_train < 1:
+            raise ConfigError(f"Cifar10_data: the training files hold {len(x)} images; at least 2 are needed")
+        train, val = order[:n_train], order[n_train:]  # the split, and the images' order in the file batches
+        x_train = x[train]
+        img_mean = x_train.mean(axis=0, dtype=np.float64).astype(np.float32)[..., np.newaxis]
+        self.x_train, self.x_val = x_train, x[val]
+        self.rawdata = [x_train, y[train], self.x_val, y[val], img_mean]
+
+    def make_file_batches(self, file_batch_size):
+        n = len(self.rawdata[0])
+        if file_batch_size > n:
+            raise ConfigError(f"Cifar10_data: file_batch_size={file_batch_size} is larger than the {n} "
+                              "training images")
+        train_img, train_labels = split_into_batches(self.rawdata[0], self.rawdata[1], file_batch_size)
+        val_img, val_labels = split_into_batches(self.rawdata[2], self.rawdata[3], file_batch_size)
+        return train_img, train_labels, val_img, val_labels
+
+    def load_train(self, units, count):
+        return self.train_img[int(units[0])], self.train_labels[int(units[0])]
+
+    def load_val(self, units, count):
+        return self.val_img[int(units[0])], self.val_labels[int(units[0])]
