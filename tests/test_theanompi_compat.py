@@ -172,3 +172,19 @@ def test_model_without_apply_update_gets_avg_and_says_so(cfg_dir):
     proc = _session(cfg_dir, "DigitsMLPNoVels", N_EPOCHS=1, BSP_SYNC_TYPE="avg")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "BSP sync type avg" in proc.stdout.splitlines()[0]
+
+
+def test_layers2_cifar_model_learns_from_model_data_dir(cfg_dir):
+    """Theano-MPI's CIFAR idiom end to end: Cifar10_data reads the official (Python 2) batch files from
+    MODEL_DATA_DIR, layers2 builds the net, lib.opt the two-phase step, 2 sub-batches per file batch."""
+    import sys
+
+    if str(ASSETS) not in sys.path:
+        sys.path.insert(0, str(ASSETS))
+    import zoo_helpers as zh
+
+    data_dir = zh.write_cifar10(cfg_dir / "cifar-10-batches-py", n_per_file=64, n_test=16)
+    proc = _session(cfg_dir, "TinyCifar", MODEL_DATA_DIR=str(data_dir))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((cfg_dir / "run" / "summary.json").read_text())
+    assert summary["final_val_accuracy"] >= 0.9, summary
