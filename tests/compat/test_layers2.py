@@ -482,6 +482,5 @@ def test_cifar10_style_cnn_trains_with_givens_and_subbatches():
         for sub in range(n_file // batch):
             losses.append(float(train(sub, np.float32(0.3))[0]))
     after = val_cost()
-    print("losses", losses[:4], losses[-4:], "val", before, after)
     assert np.mean(losses[-4:]) < 0.8 * np.mean(losses[:4]), losses
     assert after < 0.8 * before, (before, after)
