@@ -387,10 +387,11 @@ def test_get_layers_params_count_and_weight_types(capsys):
 
 
 def test_user_layer_can_evaluate_its_output_shape():
-    class Concat(layers2.Layer):
+    class Concat(layers2.Layer):  # like GoogLeNet's Incept/Aux_tower: sub-layers, shape evaluated
         def __init__(self, input):
             self.get_input_shape(input, None)
-            self.output = pt.concatenate([self.input, self.input], axis=1)
+            dropped = Dropout(input, 4, printinfo=False)
+            self.output = pt.concatenate([self.input, dropped.output], axis=1)
             self.output_shape = self.get_output_shape(self.input_shape)
 
     conv = Conv(pt.tensor4("x"), 1, 1, b=Constant((4,)), W=Normal((4, 3, 3, 3)), input_shape=(2, 3, 6, 6),
