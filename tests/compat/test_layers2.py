@@ -409,6 +409,8 @@ def test_user_layer_can_evaluate_its_output_shape():
     (lambda x: Dimshuffle(x, (0, 1, 2), input_shape=(1, 3, 4, 4)), "new_axis_order"),
     (lambda x: Dropout(x, 4, input_shape=(1, 3, 4, 4), prob_drop=1.0), "prob_drop"),
     (lambda x: Conv(x, 1, 0, b=Constant((4,)), W=Normal((4, 3, 3, 3))), "input_shape"),
+    (lambda x: FC(Flatten(x, 2, input_shape=(1, 3, 4, 4)), 5, Normal((48, 5)), None), "both W and b"),
+    (lambda x: FC(Flatten(x, 2, input_shape=(1, 3, 4, 4)), 5, Normal((40, 5)), Constant((5,))), "W of shape"),
     (lambda x: ConvPoolLRN(x, 1, 0, 1, 1, group=2, b=0.0, filter_shape=(3, 3, 3, 4), input_shape=(3, 6, 6, 2)),
      "cannot be split"),
 ])

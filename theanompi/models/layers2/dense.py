@@ -27,13 +27,15 @@ log = logging.getLogger(__name__)
 
 
 def _affine_weights(layer, n_out, W, b, default_std, default_bias):
-    """Use the given W/b Weights, or draw defaults; check W is (n_in, n_out) and b is (n_out,)."""
+    """Use the given W and b Weights, or draw both defaults; check W is (n_in, n_out) and b is (n_out,)."""
     who = type(layer).__name__
     if len(layer.input_shape) != 2:
         raise ValueError(f"{who}: input must be 2-D (batch, features), got input shape {layer.input_shape} "
                          "(put a Flatten layer before it)")
     n_in = layer.input_shape[-1]
-    if W and b:
+    if (W is None) != (b is None):
+        raise ValueError(f"{who}: give both W and b (Weights) or neither, got W={W!r} and b={b!r}")
+    if W is not None:
         layer.W, layer.b = W, b
     else:
         layer.W = Normal((n_in, n_out), std=default_std)
