@@ -184,7 +184,7 @@ def test_layers2_cifar_model_learns_from_model_data_dir(cfg_dir):
     import zoo_helpers as zh
 
     data_dir = zh.write_cifar10(cfg_dir / "cifar-10-batches-py", n_per_file=64, n_test=16)
-    proc = _session(cfg_dir, "TinyCifar", MODEL_DATA_DIR=str(data_dir))
+    proc = _session(cfg_dir, "TinyCifar", MODEL_DATA_DIR=str(data_dir), N_EPOCHS=5)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads((cfg_dir / "run" / "summary.json").read_text())
     assert summary["final_val_accuracy"] >= 0.9, summary

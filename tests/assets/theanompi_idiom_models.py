@@ -211,7 +211,7 @@ class TinyCifar(object):
         self.eta = 1e-4
         self.use_momentum = True
         self.use_nesterov_momentum = False
-        self.shared_lr = pytensor.shared(np.float32(0.02))
+        self.shared_lr = pytensor.shared(np.float32(0.05))
         self.shared_x = pytensor.shared(np.zeros((3, self.data.width, self.data.height, self.file_batch_size),
                                                  dtype=pytensor.config.floatX), borrow=True)
         self.shared_y = pytensor.shared(np.zeros((self.file_batch_size,), dtype=int), borrow=True)
@@ -241,17 +241,18 @@ class TinyCifar(object):
         b = self.batch_size
         subtract = Subtract(input=self.x, input_shape=(self.channels, self.data.width, self.data.height, b),
                             subtract_arr=self.data.rawdata[4] / 255., printinfo=False)
-        crop = Crop(input=subtract, output_shape=(self.channels, 28, 28, b), flag_batch=True, printinfo=False)
+        # the images' class is a 3-row band: crop to the full size (random mirror only) so crops keep it
+        crop = Crop(input=subtract, output_shape=(self.channels, 32, 32, b), flag_batch=True, printinfo=False)
         shuffle = Dimshuffle(input=crop, new_axis_order=(3, 0, 1, 2), printinfo=False)
-        conv = Conv(input=shuffle, input_shape=(b, self.channels, 28, 28), convstride=1, padsize=0,
+        conv = Conv(input=shuffle, input_shape=(b, self.channels, 32, 32), convstride=1, padsize=0,
                     W=Normal((8, self.channels, 5, 5), std=0.05), b=Constant((8,), val=0), printinfo=False)
         pool = Pool(input=conv, poolsize=2, poolstride=2, poolpad=0, mode='max', printinfo=False)
         flatten = Flatten(input=pool, axis=2, printinfo=False)
-        fc = FC(input=flatten, n_out=32, W=Normal((flatten.output_shape[1], 32), std=0.01),
+        fc = FC(input=flatten, n_out=32, W=Normal((flatten.output_shape[1], 32), std=0.1),
                 b=Constant((32,), val=0), printinfo=False)
         dropout = Dropout(input=fc, n_out=fc.output_shape[1], prob_drop=0.5, printinfo=False)
         softmax = Softmax(input=dropout, n_out=self.n_softmax_out,
-                          W=Normal((dropout.output_shape[1], self.n_softmax_out), std=0.01),
+                          W=Normal((dropout.output_shape[1], self.n_softmax_out), std=0.1),
                           b=Constant((self.n_softmax_out,), val=0), printinfo=False)
         self.output_layer = softmax
         self.cost = softmax.negative_log_likelihood(self.y)
