@@ -8,8 +8,11 @@ Scripts written for Multiverso's Python binding run after one changed import:
 lasagne extensions. See :mod:`theanompi.multiverso.api` for the blocking rules.
 """
 
-from theanompi.multiverso.api import barrier, init, is_master_worker, shutdown, worker_id, workers_num
+from theanompi.multiverso.api import barrier, init, is_master_worker, server_id, shutdown, worker_id, workers_num
+from theanompi.multiverso.guards import install_pre_init_hook
 from theanompi.multiverso.tables import ArrayTableHandler, MatrixTableHandler
 
-__all__ = ["ArrayTableHandler", "MatrixTableHandler", "barrier", "init", "is_master_worker", "shutdown",
+install_pre_init_hook()  # under mpiexec: an exception before mv.init() ends every worker, not just this one
+
+__all__ = ["ArrayTableHandler", "MatrixTableHandler", "barrier", "init", "is_master_worker", "server_id", "shutdown",
            "worker_id", "workers_num"]
