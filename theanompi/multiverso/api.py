@@ -45,7 +45,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from theanompi.multiverso.guards import SessionGuard, arrival_timeout, await_every_worker, serve_or_abort
+from theanompi.multiverso.guards import SessionGuard, arrival_timeout, await_every_worker, serve_or_abort, start_mpi
 from theanompi.ps.updaters import UPDATERS
 
 log = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ def init(sync=False, updater: str | None = None, lr: float | None = None, moment
 
 
 def _start(sync: bool, updater: str, lr: float, momentum: float, timeout: float) -> _Session:
-    from mpi4py import MPI
+    MPI = start_mpi(timeout)  # noqa: N806 - mpi4py's module name
 
     from theanompi.ps.client import PSClient
     from theanompi.ps.server import TableServer

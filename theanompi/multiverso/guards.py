@@ -3,12 +3,15 @@
 Every way out is turned into one line naming the worker, then ``MPI_Abort``
 (mpiexec then ends every rank):
 
-* an uncaught exception before ``mv.init`` (under a launcher), during a session,
+* an uncaught exception before ``mv.init`` (under a launcher), during a session
+  (also when another library replaced ``sys.excepthook``: checked again at exit),
   or in the parameter-server thread;
 * leaving the interpreter during a session without ``mv.shutdown()``
   (``sys.exit``, the end of the script);
 * ``mv.init`` waiting longer than ``THEANOMPI_MV_TIMEOUT`` seconds (default 60)
-  for a worker that never calls it: the message names the missing workers.
+  for a worker that never calls it: the message names the missing workers
+  (or, while MPI itself starts, a traceback through
+  ``_mpi_init_waits_for_every_worker_to_call_mv_init``).
 
 Example
 -------
@@ -23,6 +26,7 @@ ValueError: THEANOMPI_MV_TIMEOUT='soon' is not allowed; give seconds > 0
 from __future__ import annotations
 
 import atexit
+import faulthandler
 import os
 import sys
 import time
@@ -34,7 +38,7 @@ TIMEOUT_ENV = "THEANOMPI_MV_TIMEOUT"
 DEFAULT_TIMEOUT_S = 60.0
 ARRIVAL_TAG = 32101  # mv.init's arrival notes on COMM_WORLD; every one is received inside mv.init
 
-_session_started = False  # once a session has started, the pre-init hook hands exceptions on unchanged
+_session_started = False  # once a session has started, the pre-init check stands aside
 
 
 def abort_all(world, message: str) -> None:
@@ -42,6 +46,7 @@ def abort_all(world, message: str) -> None:
     sys.stderr.write(f"theanompi.multiverso: {message}; aborting every worker\n")
     sys.stderr.flush()
     world.Abort(1)
+    os._exit(1)  # MPI_Abort should not return; never run the exit hooks of a failed worker if it does
 
 
 def arrival_timeout(environ=os.environ) -> float:
@@ -56,6 +61,25 @@ def arrival_timeout(environ=os.environ) -> float:
     if not seconds > 0:
         raise ValueError(f"{TIMEOUT_ENV}={raw!r} is not allowed; give seconds > 0")
     return seconds
+
+
+def start_mpi(timeout: float):
+    """mpi4py's ``MPI`` module. Starting MPI waits for every rank to start it: if that takes over
+    ``timeout`` s (a worker never calls ``mv.init``), the process prints where it waits and exits (status 1),
+    which makes mpiexec end every rank (a C watchdog: the wait holds the GIL)."""
+    if "mpi4py.MPI" in sys.modules:
+        return sys.modules["mpi4py.MPI"]
+    faulthandler.dump_traceback_later(timeout, exit=True)
+    try:
+        return _mpi_init_waits_for_every_worker_to_call_mv_init()
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def _mpi_init_waits_for_every_worker_to_call_mv_init():  # the name is the message of a start-up timeout
+    from mpi4py import MPI
+
+    return MPI
 
 
 def await_every_worker(world, timeout: float) -> None:
@@ -110,8 +134,17 @@ class SessionGuard:
         if self.world.size == 1:
             self.close_alone()
             return
+        failure = uncaught_exception()
+        if failure:  # another excepthook (pytensor installs one) replaced ours and let the interpreter exit
+            abort_all(self.world, f"worker {self.world.rank} failed with {failure}")
         abort_all(self.world, f"worker {self.world.rank} exited without calling mv.shutdown() (sys.exit or the "
                               "end of its script)")
+
+
+def uncaught_exception() -> str | None:
+    """'Type: message' of the exception that is ending the interpreter, if one is (``sys.last_value``)."""
+    exc = getattr(sys, "last_value", None)
+    return None if exc is None else f"{type(exc).__name__}: {exc}"
 
 
 def serve_or_abort(server, world) -> None:
@@ -135,20 +168,16 @@ def launcher_world() -> tuple[int, int] | None:
 
 def install_pre_init_hook() -> None:
     """Under a launcher with several ranks, an uncaught exception before ``mv.init`` aborts every rank
-    (the others would wait in ``mv.init`` for this one). Elsewhere, and once a session has started,
-    exceptions go to the previous hook unchanged."""
+    (the others would wait in ``mv.init`` for this one); checked when the interpreter exits, so it works
+    whatever excepthook is installed. Elsewhere, and once a session has started, it does nothing."""
     world = launcher_world()
-    if world is None or world[1] < 2:
-        return
-    previous = sys.excepthook
+    if world is not None and world[1] > 1:
+        atexit.register(_abort_if_failed_before_init, world[0])
 
-    def abort_before_init(exc_type, exc, tb):
-        if _session_started:
-            previous(exc_type, exc, tb)
-            return
-        traceback.print_exception(exc_type, exc, tb)
-        from mpi4py import MPI
 
-        abort_all(MPI.COMM_WORLD, f"worker {world[0]} failed before mv.init() with {exc_type.__name__}: {exc}")
-
-    sys.excepthook = abort_before_init
+def _abort_if_failed_before_init(rank: int) -> None:
+    failure = uncaught_exception()
+    mpi = sys.modules.get("mpi4py.MPI")
+    if failure is None or _session_started or mpi is None:
+        return  # without MPI started, the non-zero exit status makes mpiexec end every rank itself
+    abort_all(mpi.COMM_WORLD, f"worker {rank} failed before mv.init() with {failure}")
