@@ -122,10 +122,13 @@ class SessionGuard:
 
     def uninstall(self) -> None:
         sys.excepthook = self.previous_hook
-        if not self.exiting:  # atexit is running this guard's on_exit
+        if not self.exiting:  # else atexit is calling on_exit right now: leave its registry alone
             atexit.unregister(self.on_exit)
 
     def on_exception(self, exc_type, exc, tb) -> None:
+        if self.world.size == 1:  # nobody to release: the usual traceback, then on_exit closes the session
+            self.previous_hook(exc_type, exc, tb)
+            return
         traceback.print_exception(exc_type, exc, tb)
         abort_all(self.world, f"worker {self.world.rank} failed with {exc_type.__name__}: {exc}")
 
