@@ -87,10 +87,133 @@ def test_param_manager_finds_every_layer_param():
     import numpy as np
 
     import theanompi.models.layers as L
-    from theanompi.multiverso.param_manager import _params_of
+    from theanompi.multiverso.theano_ext.lasagne_ext.param_manager import params_of
 
     L.init.set_rng(np.random.default_rng(0))
     net = L.DenseLayer(L.DenseLayer(L.InputLayer((None, 4)), 3), 2)
-    assert len(_params_of(net)) == 4
-    assert len(_params_of([net])) == 4
-    assert len(_params_of(L.get_all_params(net))) == 4
+    assert len(params_of(net)) == 4
+    assert len(params_of([net])) == 4
+    assert len(params_of(L.get_all_params(net))) == 4
+    with pytest.raises(TypeError, match="cannot find parameters in int"):
+        params_of(3)
+
+
+# ----- barrier consistency, Multiverso's own scenarios, failures -------------------------------------------
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_barrier_makes_every_earlier_add_visible(ranks):
+    """60 rounds x (async, sync): un-acknowledged whole-table and row adds, barrier, exact values everywhere.
+    Before the server answered barriers (plain MPI_Barrier) this failed in most runs (stale gets)."""
+    proc = run_mpi("multiverso_barrier_consistency.py", ranks, "60", timeout=180)
+    assert proc.stdout.count("barrier consistent") == ranks
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 4])
+def test_multiverso_suite_scenarios(ranks):
+    proc = run_mpi("check_multiverso_suite.py", ranks, "15", timeout=240)  # rounds (Multiverso: 100)
+    assert proc.stdout.count(f"suite scenarios on async and sync servers, {ranks} workers") == ranks
+
+
+FAILURES = [  # scenario, ranks, failing worker, what the output must say
+    ("raise_between_barriers", 3, 1, "worker 1 failed with ValueError: broken between barriers"),
+    ("raise_between_barriers", 2, 0, "worker 0 failed with ValueError: broken between barriers"),
+    ("raise_after_pytensor", 2, 1, "worker 1 failed with ValueError: broken after importing pytensor"),
+    ("exit_after_init", 3, 1, "worker 1 exited without calling mv.shutdown()"),
+    ("exit_after_init", 2, 0, "worker 0 exited without calling mv.shutdown()"),
+    ("raise_before_init", 3, 1, "worker 1 failed before mv.init() with RuntimeError: broken before init"),
+    ("exit_before_init", 2, 1, "in mv.init() for worker(s) 1, which never called it"),
+    ("never_init", 2, 1, "_mpi_init_waits_for_every_worker_to_call_mv_init"),
+    ("shutdown_in_barrier", 3, 1, "but worker 1 has shut down"),
+    ("shutdown_in_barrier", 2, 0, "worker 1 waits in barrier #2, but worker 0 has shut down"),
+    ("get_vs_barrier", 3, 1, "deadlock: worker 0 waits in barrier #2, worker 1 waits in get #1 of table 0"),
+]
+
+
+@pytest.mark.parametrize("scenario, ranks, failing, message", FAILURES)
+def test_failing_worker_ends_every_worker(scenario, ranks, failing, message):
+    """No hang: every rank ends within seconds (the subprocess timeout is the check), non-zero status,
+    the failure named, no process left behind."""
+    from theanompi.mpirun import find_mpiexec, mpiexec_env
+
+    env = mpiexec_env()
+    env["THEANOMPI_MV_TIMEOUT"] = "3"
+    argv = [find_mpiexec(), "--oversubscribe", "-n", str(ranks), sys.executable,
+            str(MPI_SCRIPTS / "multiverso_failures.py"), scenario, str(failing)]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output
+    assert message in output, output
+    assert "finished normally" not in output
+    time.sleep(0.5)
+    left = subprocess.run(["pgrep", "-f", f"multiverso_failures.py {scenario}"], capture_output=True, text=True)
+    assert left.stdout.strip() == ""
+
+
+# ----- import tree, signatures, flags, docstrings --------------------------------------------------------
+
+def test_multiverso_import_tree_is_one_implementation():
+    """`multiverso.X` -> `theanompi.multiverso.X` is the whole port; the short paths are the same objects."""
+    import importlib
+    import inspect
+
+    import theanompi.multiverso as mv
+    from theanompi.multiverso import param_manager as short_pm
+    from theanompi.multiverso import sharedvar as short_sv
+    from theanompi.multiverso.theano_ext import param_manager as base_pm
+    from theanompi.multiverso.theano_ext import sharedvar
+    from theanompi.multiverso.theano_ext.lasagne_ext import param_manager as lasagne_pm
+
+    for name in ("init", "shutdown", "barrier", "workers_num", "worker_id", "server_id", "is_master_worker",
+                 "ArrayTableHandler", "MatrixTableHandler"):
+        assert callable(getattr(mv, name)), name
+    assert short_sv.mv_shared is sharedvar.mv_shared and isinstance(sharedvar.mv_shared.shared_vars, list)
+    assert short_sv.sync_all_mv_shared_vars is sharedvar.sync_all_mv_shared_vars
+    assert short_pm.MVNetParamManager is lasagne_pm.MVNetParamManager
+    assert issubclass(lasagne_pm.LasagneParamManager, base_pm.MVModelParamManager)
+    assert issubclass(lasagne_pm.MVNetParamManager, lasagne_pm.LasagneParamManager)
+    assert list(inspect.signature(lasagne_pm.MVNetParamManager).parameters) == ["network", "is_master_worker"]
+    assert list(inspect.signature(lasagne_pm.LasagneParamManager).parameters)[0] == "model"
+    assert callable(lasagne_pm.MVNetParamManager.update_all_param)
+    assert callable(lasagne_pm.LasagneParamManager.sync_all_param)
+    assert list(inspect.signature(mv.MatrixTableHandler.add).parameters) == ["self", "data", "row_ids", "sync"]
+    assert list(inspect.signature(mv.MatrixTableHandler.get).parameters) == ["self", "row_ids"]
+    assert list(inspect.signature(mv.ArrayTableHandler.add).parameters) == ["self", "data", "sync"]
+    assert list(inspect.signature(mv.init).parameters)[0] == "sync"
+    keras_ok = importlib.util.find_spec("keras") and importlib.util.find_spec("torch")
+    if keras_ok:
+        import os
+
+        os.environ.setdefault("KERAS_BACKEND", "torch")
+        from theanompi.multiverso import keras_ext
+        from theanompi.multiverso.theano_ext.keras_ext import callbacks
+        from theanompi.multiverso.theano_ext.keras_ext.param_manager import KerasParamManager
+
+        assert keras_ext.MVCallback is callbacks.MVCallback
+        assert issubclass(KerasParamManager, base_pm.MVModelParamManager)
+        assert list(inspect.signature(callbacks.MVCallback).parameters) == ["model", "freq"]
+
+
+def test_init_flags_and_bad_arguments_are_clear():
+    from theanompi.multiverso import api
+
+    assert api.parse_flags(["prog", "-sync=false", "-updater_type=default", "-port=55555"]) == \
+        {"sync": False, "updater": "add"}
+    with pytest.raises(ValueError, match="Multiverso flag '-ma=true' is not supported"):
+        api.parse_flags(["-ma=true"])
+    with pytest.raises(ValueError, match="write -name=value"):
+        api.parse_flags(["-sync"])
+    with pytest.raises(ValueError, match="updater='nesterov' is not allowed"):
+        api.init(updater="nesterov")
+    with pytest.raises(ValueError, match="updater='rmsprop' is not allowed"):
+        api.init([b"", b"-updater_type=rmsprop"])
+    assert api._state is None
+
+
+@pytest.mark.parametrize("module", ["api", "guards", "theano_ext.param_manager"])
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+
+    mod = importlib.import_module(f"theanompi.multiverso.{module}")
+    result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0

@@ -12,7 +12,7 @@ import numpy as np  # noqa: E402
 
 import theanompi.multiverso as mv  # noqa: E402
 from theanompi.models.data.digits import load_digits_split  # noqa: E402
-from theanompi.multiverso.keras_ext import MVCallback  # noqa: E402
+from theanompi.multiverso.theano_ext.keras_ext.callbacks import MVCallback  # noqa: E402
 
 mv.init()
 keras.utils.set_random_seed(mv.worker_id())  # different initial weights: the callback starts all from the master's

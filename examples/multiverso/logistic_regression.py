@@ -17,7 +17,7 @@ import pytensor.tensor as pt  # noqa: E402
 
 import theanompi.multiverso as mv  # noqa: E402  (MULTIVERSO: was `import multiverso as mv`)
 from theanompi.models.data.digits import load_digits_split  # noqa: E402
-from theanompi.multiverso.sharedvar import mv_shared, sync_all_mv_shared_vars  # noqa: E402
+from theanompi.multiverso.theano_ext import sharedvar  # noqa: E402  (MULTIVERSO: was multiverso.theano_ext)
 
 mv.init()  # MULTIVERSO: start the parameter server
 (x_train, y_train), (x_val, y_val) = load_digits_split()
@@ -25,8 +25,8 @@ mv.init()  # MULTIVERSO: start the parameter server
 x_train, y_train = x_train[mv.worker_id()::mv.workers_num()], y_train[mv.worker_id()::mv.workers_num()]
 
 # MULTIVERSO: theano.shared -> mv_shared (the master's initial value is used everywhere)
-W = mv_shared(np.zeros((64, 10), dtype="float32"), name="W")
-b = mv_shared(np.zeros(10, dtype="float32"), name="b")
+W = sharedvar.mv_shared(value=np.zeros((64, 10), dtype="float32"), name="W", borrow=True)
+b = sharedvar.mv_shared(value=np.zeros(10, dtype="float32"), name="b", borrow=True)
 x, y = pt.matrix("x"), pt.ivector("y")
 p_y = pt.special.softmax(x @ W + b, axis=1)
 onehot = pt.eq(y[:, None], pt.arange(10)[None, :])
@@ -39,12 +39,12 @@ batch = 20
 for epoch in range(10):
     for start in range(0, len(x_train), batch):
         train(x_train[start:start + batch], y_train[start:start + batch])
-        sync_all_mv_shared_vars()  # MULTIVERSO: push the change, fetch the server's values
+        sharedvar.sync_all_mv_shared_vars()  # MULTIVERSO: push the change, fetch the server's values
     if mv.is_master_worker():  # MULTIVERSO: validate on the master only
         accuracy = float(np.mean(predict(x_val) == y_val))
         print(f"epoch {epoch + 1}: validation accuracy {100 * accuracy:.2f}%", flush=True)
 mv.barrier()
 if mv.is_master_worker():
-    sync_all_mv_shared_vars()
+    sharedvar.sync_all_mv_shared_vars()
     print(f"final validation accuracy {100 * float(np.mean(predict(x_val) == y_val)):.2f}%")
 mv.shutdown()  # MULTIVERSO: stop the parameter server

@@ -1,4 +1,4 @@
-"""A network's parameters synced with MVNetParamManager (Multiverso's Lasagne extension).
+"""A network's parameters synced with LasagneParamManager (Multiverso's Lasagne extension).
 
     mpiexec -n 2 python examples/multiverso/network_param_manager.py
 
@@ -15,7 +15,7 @@ import numpy as np  # noqa: E402
 import theanompi.multiverso as mv  # noqa: E402
 from theanompi.contract import WorkerConfig  # noqa: E402
 from theanompi.models.mlp import MLP  # noqa: E402
-from theanompi.multiverso.param_manager import MVNetParamManager  # noqa: E402
+from theanompi.multiverso.theano_ext.lasagne_ext import param_manager  # noqa: E402
 from theanompi.recorder import Recorder  # noqa: E402
 
 mv.init()
@@ -23,7 +23,7 @@ config = WorkerConfig(rank=mv.worker_id(), size=mv.workers_num(), seed=mv.worker
                       model_options={"hidden": 128, "batch_size": 32})
 model = MLP(config)  # every worker initialises differently (seed = worker id) ...
 model.compile_iter_fns("local")
-manager = MVNetParamManager(model)  # ... but all start from the master's parameters
+manager = param_manager.LasagneParamManager(model)  # ... but all start from the master's parameters
 recorder = Recorder(None)
 for epoch in range(8):
     model.adjust_hyperp(epoch)

@@ -1,55 +1,5 @@
-"""``mv_shared``: pytensor shared variables kept in sync through the parameter server.
+"""Short path of :mod:`theanompi.multiverso.theano_ext.sharedvar` (Multiverso's ``theano_ext.sharedvar``)."""
 
-Example
--------
->>> W = mv_shared(np.zeros((784, 10), "float32"), name="W")   # doctest: +SKIP
->>> ...  # train: W changes locally
->>> W.mv_sync()            # add the change since the last sync, then fetch  # doctest: +SKIP
->>> sync_all_mv_shared_vars()                                                 # doctest: +SKIP
-"""
+from theanompi.multiverso.theano_ext.sharedvar import mv_shared, sync_all_mv_shared_vars
 
-from __future__ import annotations
-
-import types
-
-import numpy as np
-
-from theanompi.multiverso.api import barrier
-from theanompi.multiverso.tables import ArrayTableHandler
-
-_shared_vars: list = []
-
-
-def _mv_sync(self) -> None:
-    """Add this variable's change since its last sync to the server, then fetch the server's value."""
-    current = np.asarray(self.get_value(borrow=True))
-    self._mv_table.add((current - self._mv_last).ravel())
-    fresh = self._mv_table.get().reshape(current.shape).astype(current.dtype, copy=False)
-    self.set_value(fresh)
-    self._mv_last = fresh.copy()
-
-
-def mv_shared(*args, **kwargs):
-    """``pytensor.shared(*args, **kwargs)`` plus a server table and a ``.mv_sync()`` method.
-
-    Collective: every worker must create its mv_shared variables in the same order.
-    The master's initial value is the common starting point (others fetch it).
-    """
-    import pytensor
-
-    var = pytensor.shared(*args, **kwargs)
-    value = np.asarray(var.get_value(borrow=True))
-    var._mv_table = ArrayTableHandler(value.size, init_value=value.ravel())
-    barrier()
-    start = var._mv_table.get().reshape(value.shape).astype(value.dtype, copy=False)
-    var.set_value(start)
-    var._mv_last = start.copy()
-    var.mv_sync = types.MethodType(_mv_sync, var)
-    _shared_vars.append(var)
-    return var
-
-
-def sync_all_mv_shared_vars() -> None:
-    """``mv_sync()`` every variable made by :func:`mv_shared`, in creation order."""
-    for var in _shared_vars:
-        var.mv_sync()
+__all__ = ["mv_shared", "sync_all_mv_shared_vars"]

@@ -14,6 +14,7 @@ array([1., 1.], dtype=float32)
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,8 +45,17 @@ class PSClient:
         self._done = False
 
     # ----- helpers ------------------------------------------------------------------------
-    def _reply_header(self, server: int) -> tuple[np.ndarray, str | None]:
+    def _await_reply(self, server: int) -> None:
+        """Wait for a reply that may take long (a barrier) without spinning a core: poll, backing off to 2 ms."""
+        pause = 0.0
+        while not self.comm.Iprobe(source=server, tag=P.TAG_REPLY):
+            time.sleep(pause)
+            pause = min(2e-3, pause + 1e-4)
+
+    def _reply_header(self, server: int, patient: bool = False) -> tuple[np.ndarray, str | None]:
         """A reply header and, for an error reply, its message (consumed from the wire)."""
+        if patient:
+            self._await_reply(server)
         head = np.empty(P.HEADER_LEN, dtype=np.int64)
         self.comm.Recv(head, source=server, tag=P.TAG_REPLY)
         if head[0] == P.ERROR:
@@ -54,9 +64,9 @@ class PSClient:
             return head, raw.tobytes().decode()
         return head, None
 
-    def _acks(self, servers) -> None:
+    def _acks(self, servers, patient: bool = False) -> None:
         """Consume one acknowledgement from each server, then raise the first error, if any."""
-        errors = [err for _, err in (self._reply_header(srv) for srv in servers) if err]
+        errors = [err for _, err in (self._reply_header(srv, patient) for srv in servers) if err]
         if errors:
             raise ServerError(errors[0])
 
@@ -155,9 +165,19 @@ class PSClient:
             self.comm.Send(P.header(P.STATS), dest=srv, tag=P.TAG_REQUEST)
         return [self.comm.recv(source=srv, tag=P.TAG_REPLY) for srv in self.servers]
 
-    def done(self) -> None:
-        """Tell every server this client has finished (idempotent)."""
+    def barrier(self, number: int) -> None:
+        """Return once every client has called its ``number``-th barrier; every write any client sent
+        before its barrier is applied by then (ServerError if the barrier can never complete)."""
+        self._check_open()
+        for srv in self.servers:
+            self.comm.Send(P.header(P.BARRIER, 0, -1, number), dest=srv, tag=P.TAG_REQUEST)
+        self._acks(self.servers, patient=True)
+
+    def done(self, wait: bool = False) -> None:
+        """Tell every server this client has finished (idempotent); ``wait``: return once every client has."""
         if not self._done:
             for srv in self.servers:
-                self.comm.Send(P.header(P.DONE), dest=srv, tag=P.TAG_REQUEST)
+                self.comm.Send(P.header(P.DONE, flags=P.FLAG_ACK if wait else 0), dest=srv, tag=P.TAG_REQUEST)
             self._done = True
+            if wait:
+                self._acks(self.servers, patient=True)

@@ -5,6 +5,10 @@ its payload messages (tag PAYLOAD, in order; MPI keeps their order). A reply is 
 header (tag REPLY) and, for GET, the data. Tables are 2-D (rows x cols); an array
 table is (size, 1). Rows are sharded contiguously over the servers.
 
+BARRIER is answered once every client has sent it. A server handles one
+client's requests in the order sent, so the answer also proves that every
+request the clients sent before their BARRIER has been applied.
+
 Example
 -------
 >>> shard_bounds(10, 3)
@@ -19,12 +23,12 @@ TAG_REQUEST, TAG_PAYLOAD, TAG_REPLY = 7001, 7002, 7003
 HEADER_LEN = 8
 
 # operations
-CREATE, SET, ADD, GET, STATS, DONE = range(1, 7)
-OP_NAMES = {CREATE: "create", SET: "set", ADD: "add", GET: "get", STATS: "stats", DONE: "done"}
+CREATE, SET, ADD, GET, STATS, DONE, BARRIER = range(1, 8)
+OP_NAMES = {CREATE: "create", SET: "set", ADD: "add", GET: "get", STATS: "stats", DONE: "done", BARRIER: "barrier"}
 # reply status
 OK, ERROR = 0, 1
 # header flags
-FLAG_ACK = 1  # the client waits for an acknowledgement (add(..., sync=True), set, create)
+FLAG_ACK = 1  # the client waits for an acknowledgement (add(..., sync=True), set, create; DONE: when all are done)
 
 DTYPES = ("float32", "float64", "int32", "int64")
 UPDATER_CODES = ("add", "sgd", "momentum", "adagrad")

@@ -13,6 +13,12 @@ Modes
   (DONE) while others wait for a get round it will never join turns that wait
   into an error reply naming both clients, instead of a hang.
 
+Barriers (both modes): a BARRIER is answered once every client has sent one,
+so every add sent before it is applied by then. A client that ends while
+others wait in a barrier, or clients all blocked in barriers and sync gets that
+can never match, get error replies naming who waits for what (no hang). A DONE
+with FLAG_ACK is answered once every client has sent DONE (a collective shutdown).
+
 Staleness: every get reply carries the table's version (number of adds applied);
 an add carries the version its sender last read; staleness = versions applied
 in between. Per-client statistics come back from a STATS request.
@@ -76,6 +82,8 @@ class TableServer:
         self.staleness = {c: [] for c in self.clients}
         self.adds = {c: 0 for c in self.clients}
         self.gets = {c: 0 for c in self.clients}
+        self.in_barrier: dict[int, int] = {}  # client -> number of the barrier it waits in
+        self.awaiting_shutdown: list[int] = []  # clients whose DONE asked to be answered when all are done
 
     # ----- loop -------------------------------------------------------------------------
     def serve(self) -> dict:
@@ -104,7 +112,10 @@ class TableServer:
             if op == P.CREATE:
                 self._create(source, head)
             elif op == P.DONE:
-                self._done(source)
+                self._done(source, wants_reply=bool(flags & P.FLAG_ACK))
+            elif op == P.BARRIER:
+                self.in_barrier[source] = version
+                self._settle_collectives()
             elif op == P.STATS:
                 self.comm.send(self.stats(), dest=source, tag=P.TAG_REPLY)
             else:
@@ -119,6 +130,8 @@ class TableServer:
                     if shard is None:
                         raise ProtocolError(f"table {table_id} does not exist")
                     self._get(shard, source, n_rows, rows)
+                    if self.sync:
+                        self._settle_collectives()
                 else:
                     raise ProtocolError(f"unknown operation {op}")
         except ProtocolError as err:
@@ -218,11 +231,55 @@ class TableServer:
                 self.active.discard(client)
                 log.warning("parameter server %d: client rank %d was lost; serving the others", self.server_index, client)
 
-    def _done(self, source: int) -> None:
+    def _done(self, source: int, wants_reply: bool = False) -> None:
         self.active.discard(source)
+        if wants_reply:
+            self.awaiting_shutdown.append(source)
         for shard in self.tables.values():
             if self.sync:
                 self._complete_sync_round(shard)
+        self._settle_collectives()
+
+    # ----- barriers, collective shutdown, deadlocks ----------------------------------------
+    def _settle_collectives(self) -> None:
+        """Release completed barriers/shutdowns; turn waits that can never end into error replies."""
+        done_clients = set(self.clients) - self.active
+        if self.in_barrier and done_clients:
+            quitter = min(done_clients)
+            for client, number in sorted(self.in_barrier.items()):
+                self._error(client, f"worker {client} waits in barrier #{number}, but worker {quitter} has shut "
+                                    "down; every worker must call barrier the same number of times")
+            self.in_barrier.clear()
+        elif self.in_barrier and len(self.in_barrier) == len(self.clients):
+            for client in sorted(self.in_barrier):
+                self._reply(client, P.header(P.OK))
+            self.in_barrier.clear()
+        if not self.active:
+            for client in self.awaiting_shutdown:
+                self._reply(client, P.header(P.OK))
+            self.awaiting_shutdown.clear()
+        self._break_deadlock()
+
+    def _blocked_clients(self) -> dict[int, str]:
+        """Client -> what it waits for, for clients waiting in a barrier or a sync get."""
+        blocked = {c: f"barrier #{n}" for c, n in self.in_barrier.items()}
+        for shard in self.tables.values():
+            for client in shard.waiting:
+                blocked[client] = f"get #{shard.gets.get(client, 0) + 1} of table {shard.table_id}"
+        return blocked
+
+    def _break_deadlock(self) -> None:
+        """Every active client blocked, none of the waits complete: answer each with an error."""
+        blocked = self._blocked_clients()
+        if not blocked or not self.active <= set(blocked):
+            return
+        waits = ", ".join(f"worker {c} waits in {what}" for c, what in sorted(blocked.items()))
+        for client in sorted(blocked):
+            self._error(client, f"deadlock: {waits}; every worker must call barrier, and (sync server) "
+                                "add/get, in the same order and number")
+        self.in_barrier.clear()
+        for shard in self.tables.values():
+            shard.waiting.clear()
 
     # ----- replies ----------------------------------------------------------------------
     def _reply(self, client: int, head: np.ndarray) -> None:
