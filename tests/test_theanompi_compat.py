@@ -7,13 +7,14 @@ import json
 import numpy as np
 import pytest
 
-from conftest import ASSETS, run_launcher, write_cfg
+from conftest import ASSETS, ROOT, run_launcher, write_cfg
 from theanompi import rank_context
 from theanompi.contract import WorkerConfig
 from theanompi.recorder import Recorder
 from theanompi.theano_mpi_contract import TheanoMPIModel
 
 IDIOM = ASSETS / "theanompi_idiom_models.py"
+EXAMPLE = ROOT / "examples" / "theanompi_style" / "cifar10_model.py"
 
 
 def _idiom_module():
@@ -133,8 +134,8 @@ def test_adapter_keeps_theanompi_loop_order_and_sub_batches():
 
 
 def _session(cfg_dir, modelclass, **keys):
-    keys = {"N_EPOCHS": None, **keys}  # default: the model's own n_epochs (4)
-    cfg = write_cfg(cfg_dir / "s.cfg", MODELFILE=str(IDIOM), MODELCLASS=modelclass, RUN_DIR="run", **keys)
+    keys = {"N_EPOCHS": None, "MODELFILE": str(IDIOM), **keys}  # default: the model's own n_epochs
+    cfg = write_cfg(cfg_dir / "s.cfg", MODELCLASS=modelclass, RUN_DIR="run", **keys)
     proc, _ = run_launcher(f"-cfg={cfg}", cwd=cfg_dir)
     return proc
 
@@ -184,7 +185,7 @@ def test_layers2_cifar_model_learns_from_model_data_dir(cfg_dir):
     import zoo_helpers as zh
 
     data_dir = zh.write_cifar10(cfg_dir / "cifar-10-batches-py", n_per_file=64, n_test=16)
-    proc = _session(cfg_dir, "TinyCifar", MODEL_DATA_DIR=str(data_dir), N_EPOCHS=5)
+    proc = _session(cfg_dir, "Cifar10_model", MODELFILE=str(EXAMPLE), MODEL_DATA_DIR=str(data_dir), N_EPOCHS=5)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads((cfg_dir / "run" / "summary.json").read_text())
     assert summary["final_val_accuracy"] >= 0.9, summary

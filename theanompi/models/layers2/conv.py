@@ -195,7 +195,7 @@ class Conv(Layer):
         self.params = [self.W.val, self.b.val]
         self.weight_type = ["W", "b"]
         self.set_output_shape((self.input_shape[0], self.filter_shape[0]) + out_hw, output_shape)
-        self.name = f"Conv ({lib_conv})"
+        self.name = "Conv"  # lib_conv is accepted for compatibility; our Conv2d op runs whatever it says
         if printinfo:
             self.print_shape()
 
@@ -298,7 +298,7 @@ class ConvPoolLRN(Layer):
         self.params = [w.val for pair in weights for w in pair]
         self.weight_type = ["W", "b"] * group
         self.set_output_shape(out_shape[1:] + out_shape[:1], output_shape)
-        self.name = f"ConvPoolLRN({lib_conv})"
+        self.name = "ConvPoolLRN"
         if printinfo:
             self.print_shape()
 
@@ -363,6 +363,6 @@ class ConvPoolLRN_bc01(Layer):
         self.params = conv.params
         self.weight_type = ["W", "b"]
         self.set_output_shape(out_shape, output_shape)
-        self.name = f"ConvPoolLRN_bc01({lib_conv})"
+        self.name = "ConvPoolLRN_bc01"
         if printinfo:
             self.print_shape()
