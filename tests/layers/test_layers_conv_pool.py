@@ -150,3 +150,106 @@ def test_conv_and_pool_errors_quote_values():
         L.MaxPool2DLayer(l_in, 3, pad=2)
     with pytest.raises(ValueError, match="at least 3 dimensions"):
         L.GlobalPoolLayer(L.InputLayer((None, 4)))
+
+
+def ref_transposed_conv(x, w, stride, crop, out_size, flip_filters=True):
+    """Explicit scatter: full[n, f, i*sh+a, j*sw+b] += x[n, c, i, j] * w[c, f, a, b]; then crop top/left."""
+    if not flip_filters:
+        w = w[:, :, ::-1, ::-1]
+    (sh, sw), (ph, pw) = stride, crop
+    N, C, H, W = x.shape
+    _, F, kh, kw = w.shape
+    full = np.zeros((N, F, max((H - 1) * sh + kh, ph + out_size[0]), max((W - 1) * sw + kw, pw + out_size[1])))
+    for n in range(N):
+        for c in range(C):
+            for i in range(H):
+                for j in range(W):
+                    for f in range(F):
+                        full[n, f, i * sh:i * sh + kh, j * sw:j * sw + kw] += x[n, c, i, j] * w[c, f]
+    return full[:, :, ph:ph + out_size[0], pw:pw + out_size[1]]
+
+
+def test_transposed_conv_matches_scatter_reference():
+    L.init.set_rng(3)
+    rng = np.random.default_rng(3)
+    l_in = L.InputLayer((None, 3, 4, 5))
+    b = L.init.Normal(1.0)
+    cases = {  # layer, stride, crop, flip_filters
+        "stride1": (L.TransposedConv2DLayer(l_in, 2, 3, b=b, nonlinearity=None), (1, 1), (0, 0), True),
+        "same_s2_size": (L.TransposedConv2DLayer(l_in, 4, 5, stride=2, crop="same", output_size=(8, 10), b=b,
+                                                 nonlinearity=None), (2, 2), (2, 2), True),
+        "same_s2_min": (L.Deconv2DLayer(l_in, 2, 3, stride=2, crop="same", b=b, nonlinearity=None), (2, 2), (1, 1),
+                        True),
+        "full_asym": (L.TransposedConv2DLayer(l_in, 2, (3, 2), stride=(1, 2), crop="full", b=b, nonlinearity=None),
+                      (1, 2), (2, 1), True),
+        "lasagne_flip": (L.TransposedConv2DLayer(l_in, 3, 3, stride=2, crop=1, flip_filters=False, b=b,
+                                                 nonlinearity=None), (2, 2), (1, 1), False),
+        "relu": (L.TransposedConv2DLayer(l_in, 2, 2, stride=2, b=b), (2, 2), (0, 0), True),
+    }
+    untied = L.TransposedConv2DLayer(l_in, 2, 3, crop=1, untie_biases=True, b=L.init.Normal(1.0), nonlinearity=None)
+    layers = [c[0] for c in cases.values()] + [untied]
+    f = pytensor.function([l_in.input_var], L.get_output(layers))
+    x = rng.standard_normal((2, 3, 4, 5)).astype(floatX)
+    outs = f(x)
+    for (name, (layer, stride, crop, flip)), got in zip(cases.items(), outs):
+        W, bias = layer.W.get_value().astype(np.float64), layer.b.get_value().astype(np.float64)
+        want = ref_transposed_conv(x.astype(np.float64), W, stride, crop, layer.output_shape[2:], flip)
+        want = want + bias[None, :, None, None]
+        if name == "relu":
+            want = np.maximum(want, 0)
+        assert got.shape == want.shape == (2,) + layer.output_shape[1:], name
+        assert got.dtype == np.dtype(floatX)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=name)
+    want = ref_transposed_conv(x, untied.W.get_value(), (1, 1), (1, 1), (4, 5)) + untied.b.get_value()[None]
+    np.testing.assert_allclose(outs[-1], want, rtol=1e-4, atol=1e-4)
+    assert cases["same_s2_min"][0].output_shape == (None, 2, 7, 9)
+    assert cases["same_s2_size"][0].W.get_value().shape == (3, 4, 5, 5)
+    assert cases["full_asym"][0].output_shape == (None, 2, 2, 8)
+    assert L.get_output_shape(cases["stride1"][0], (7, 3, 6, 6)) == (7, 2, 8, 8)
+
+
+def test_transposed_conv_is_the_transpose_of_conv():
+    """<conv2d(y, W), x> == <transposed(x, W), y>: the layers are adjoint for the same W, stride and pad=crop."""
+    L.init.set_rng(4)
+    rng = np.random.default_rng(4)
+    up = L.TransposedConv2DLayer((None, 4, 5, 5), 3, 3, stride=2, crop=1, output_size=10, b=None, nonlinearity=None)
+    for conv_flip in (False, True):
+        down = L.Conv2DLayer((None, 3, 10, 10), 4, 3, stride=2, pad=1, W=up.W, b=None, nonlinearity=None,
+                             flip_filters=conv_flip)
+        up.flip_filters = not conv_flip
+        x, y = pt.tensor4("x"), pt.tensor4("y")
+        f = pytensor.function([x, y], [pt.sum(down.get_output_for(y) * x), pt.sum(up.get_output_for(x) * y)])
+        a, b = f(rng.standard_normal((2, 4, 5, 5)).astype(floatX), rng.standard_normal((2, 3, 10, 10)).astype(floatX))
+        np.testing.assert_allclose(a, b, rtol=1e-4)
+        assert down.output_shape[2:] == up.input_shape[2:]
+
+
+def test_transposed_conv_gradient_float64():
+    with pytensor.config.change_flags(floatX="float64"):
+        L.init.set_rng(5)
+        l_in = L.InputLayer((None, 2, 3, 4))
+        layer = L.TransposedConv2DLayer(l_in, 3, 3, stride=2, crop="same", output_size=(6, 8), b=L.init.Normal(0.5),
+                                        nonlinearity=L.nonlinearities.tanh, flip_filters=False)
+        out = L.get_output(layer)
+
+        def fun(x, w, b):
+            return clone_replace(out, {l_in.input_var: x, layer.W: w, layer.b: b})
+
+        rng = np.random.default_rng(0)
+        verify_grad(fun, [rng.standard_normal((2, 2, 3, 4)), layer.W.get_value(), layer.b.get_value()], rng=rng)
+
+
+def test_transposed_conv_errors_quote_values():
+    l_in = L.InputLayer((None, 3, 7, 7))
+    with pytest.raises(ValueError, match=r"output_size=16 is impossible for input shape \(None, 3, 7, 7\)"):
+        L.TransposedConv2DLayer(l_in, 2, 5, stride=2, crop="same", output_size=16)
+    with pytest.raises(ValueError, match=r"crop='same' needs odd filter sizes"):
+        L.TransposedConv2DLayer(l_in, 2, 4, crop="same")
+    with pytest.raises(ValueError, match="crop 4 leaves no output"):
+        L.TransposedConv2DLayer(L.InputLayer((None, 3, 1, 1)), 2, 5, crop="full")
+    with pytest.raises(ValueError, match="output_size must be >= 1"):
+        L.TransposedConv2DLayer(l_in, 2, 3, output_size=(0, 9))
+    with pytest.raises(ValueError, match=r"input must be 4-D .* got shape \(None, 8\)"):
+        L.TransposedConv2DLayer(L.InputLayer((None, 8)), 2, 3)
+    with pytest.raises(ValueError, match="num_filters must be a positive int, got 0"):
+        L.TransposedConv2DLayer(l_in, 0, 3)
