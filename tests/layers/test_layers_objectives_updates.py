@@ -101,3 +101,41 @@ def test_apply_momentum_list_of_grads_and_norm_constraint():
         upd.sgd([g, g], [w], 0.1)
     with pytest.raises(ValueError, match="params must be shared variables"):
         upd.sgd(pt.sum(g), [g], 0.1)
+
+
+def test_regularization_penalties_match_numpy():
+    import theanompi.models.layers as L
+
+    L.init.set_rng(9)
+    l_in = L.InputLayer((None, 3))
+    hidden = L.BatchNormLayer(L.DenseLayer(l_in, 4))
+    top = L.DenseLayer(hidden, 2)
+    reg = L.regularization
+    W1, W2 = hidden.input_layer.W.get_value(), top.W.get_value()
+    gamma = hidden.gamma.get_value()
+    # regularizable: both W and batch-norm gamma (as in Lasagne); never biases, beta or the running statistics.
+    np.testing.assert_allclose(reg.regularize_network_params(top, reg.l2).eval(),
+                               (W1 ** 2).sum() + (W2 ** 2).sum() + (gamma ** 2).sum(), rtol=1e-5)
+    np.testing.assert_allclose(reg.regularize_layer_params(top, reg.l1).eval(), np.abs(W2).sum(), rtol=1e-5)
+    np.testing.assert_allclose(reg.regularize_layer_params_weighted({top: 0.5, hidden.input_layer: 2.0}, reg.l2).eval(),
+                               0.5 * (W2 ** 2).sum() + 2.0 * (W1 ** 2).sum(), rtol=1e-5)
+    np.testing.assert_allclose(reg.regularize_network_params(top, reg.l2, tags={"trainable": True}).eval(),
+                               sum((p.get_value() ** 2).sum() for p in L.get_all_params(top, trainable=True)),
+                               rtol=1e-5)
+    assert float(reg.regularize_layer_params(L.FlattenLayer(l_in), reg.l2).eval()) == 0.0
+
+
+def test_utils_helpers():
+    from theanompi.models.layers import utils
+
+    assert utils.floatX([1, 2]).dtype == np.dtype(pytensor.config.floatX)
+    assert utils.as_tuple(2, 3) == (2, 2, 2) and utils.as_tuple([1, 2], 2, int) == (1, 2)
+    with pytest.raises(ValueError, match=r"iterable of length 2, got \(1, 2, 3\)"):
+        utils.as_tuple((1, 2, 3), 2)
+    with pytest.raises(ValueError, match=r"expected a single int or an iterable of 2 of them, got \(1, 'a'\)"):
+        utils.as_tuple((1, "a"), 2, int)
+    np.testing.assert_array_equal(utils.one_hot(np.array([1, 0, 1])).eval(), [[0, 1], [1, 0], [0, 1]])
+    assert utils.shared_empty(2, "int32").get_value().shape == (0, 0)
+    assert utils.unique([3, 1, 3, 2, 1]) == [3, 1, 2]
+    with pytest.raises(ValueError, match="cannot turn dict"):
+        utils.as_expression({"a": 1})
