@@ -220,3 +220,17 @@ def test_local_response_normalization_matches_loops_and_gradient():
         L.LocalResponseNormalization2DLayer(l_in, k=0)
     with pytest.raises(ValueError, match=r"input must be 4-D .* got shape \(None, 6\)"):
         L.LocalResponseNormalization2DLayer((None, 6))
+
+
+def test_batchnorm_after_a_layer_with_static_channel_count():
+    """A reshape to constant sizes gives the batch statistics a static shape; the running averages still update."""
+    l_in = L.InputLayer((None, 8))
+    net = L.BatchNormLayer(L.ReshapeLayer(l_in, ([0], 2, 2, 2)), alpha=0.5)
+    out = L.get_output(net)
+    assert out.type.shape[1] == 2
+    f = pytensor.function([l_in.input_var], out)
+    x = np.arange(32, dtype=floatX).reshape(4, 8)
+    f(x)
+    want = 0.5 * x.reshape(4, 2, 2, 2).mean(axis=(0, 2, 3))
+    np.testing.assert_allclose(net.mean.get_value(), want, rtol=1e-6)
+    assert net.mean.type.shape == (None,)
