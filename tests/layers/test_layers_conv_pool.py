@@ -142,10 +142,10 @@ def test_conv_and_pool_errors_quote_values():
         L.Conv2DLayer(l_in, 2, 3, stride=0)
     with pytest.raises(ValueError, match="num_filters must be a positive int, got 2.5"):
         L.Conv2DLayer(l_in, 2.5, 3)
-    with pytest.raises(ValueError, match="ignore_border=False is not supported"):
-        L.MaxPool2DLayer(l_in, 2, ignore_border=False)
-    with pytest.raises(ValueError, match="mode='average_exc_pad' is not supported"):
-        L.Pool2DLayer(l_in, 2, mode="average_exc_pad")
+    with pytest.raises(ValueError, match=r"ignore_border=False needs pad=0 \(as in Lasagne\), got pad=1"):
+        L.MaxPool2DLayer(l_in, 2, pad=1, ignore_border=False)
+    with pytest.raises(ValueError, match="mode='average' is not supported"):
+        L.Pool2DLayer(l_in, 2, mode="average")
     with pytest.raises(ValueError, match=r"pad must be at most half of pool_size, got pad=\(2, 2\)"):
         L.MaxPool2DLayer(l_in, 3, pad=2)
     with pytest.raises(ValueError, match="at least 3 dimensions"):
@@ -253,3 +253,51 @@ def test_transposed_conv_errors_quote_values():
         L.TransposedConv2DLayer(L.InputLayer((None, 8)), 2, 3)
     with pytest.raises(ValueError, match="num_filters must be a positive int, got 0"):
         L.TransposedConv2DLayer(l_in, 0, 3)
+
+
+def ref_pool_clipped(x, pool, stride, pad, mode, n_out):
+    """Theano's rule: window [i*s, i*s+k) of the padded input, clipped at its end; 'average_exc_pad' also
+    clips off the padding; the mean is over what is left ('average_inc_pad' counts padding, not overhang)."""
+    (kh, kw), (sh, sw), (ph, pw) = pool, stride, pad
+    N, C, H, W = x.shape
+    xp = np.zeros((N, C, H + 2 * ph, W + 2 * pw))
+    xp[:, :, ph:ph + H, pw:pw + W] = x
+    y = np.zeros((N, C) + n_out)
+    for i in range(n_out[0]):
+        for j in range(n_out[1]):
+            r0, r1 = i * sh, min(i * sh + kh, H + 2 * ph)
+            c0, c1 = j * sw, min(j * sw + kw, W + 2 * pw)
+            if mode != "average_inc_pad":
+                r0, r1, c0, c1 = max(r0, ph), min(r1, H + ph), max(c0, pw), min(c1, W + pw)
+            win = xp[:, :, r0:r1, c0:c1]
+            y[:, :, i, j] = win.max(axis=(2, 3)) if mode == "max" else win.mean(axis=(2, 3))
+    return y
+
+
+def test_pool_ignore_border_false_and_average_exc_pad_match_loops():
+    rng = np.random.default_rng(10)
+    l_in = L.InputLayer((None, 2, 7, 6))
+    cases = [  # layer, pool, stride, pad, mode
+        (L.MaxPool2DLayer(l_in, 2, ignore_border=False), (2, 2), (2, 2), (0, 0), "max"),
+        (L.MaxPool2DLayer(l_in, 3, stride=2, ignore_border=False), (3, 3), (2, 2), (0, 0), "max"),
+        (L.Pool2DLayer(l_in, (3, 2), stride=(3, 4), ignore_border=False, mode="average_inc_pad"), (3, 2), (3, 4),
+         (0, 0), "average_inc_pad"),
+        (L.Pool2DLayer(l_in, 3, stride=2, ignore_border=False, mode="average_exc_pad"), (3, 3), (2, 2), (0, 0),
+         "average_exc_pad"),
+        (L.Pool2DLayer(l_in, 3, stride=2, pad=1, mode="average_exc_pad"), (3, 3), (2, 2), (1, 1), "average_exc_pad"),
+        (L.Pool2DLayer(l_in, (7, 6), stride=1, mode="average_exc_pad"), (7, 6), (1, 1), (0, 0), "average_exc_pad"),
+    ]
+    x = rng.standard_normal((2, 2, 7, 6)).astype(floatX)
+    outs = pytensor.function([l_in.input_var], L.get_output([c[0] for c in cases]))(x)
+    for (layer, pool, stride, pad, mode), got in zip(cases, outs):
+        want = ref_pool_clipped(x.astype(np.float64), pool, stride, pad, mode, layer.output_shape[2:])
+        assert got.shape == (2,) + layer.output_shape[1:], (layer, got.shape)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"{pool} {stride} {pad} {mode}")
+    assert [c[0].output_shape[2:] for c in cases] == [(4, 3), (3, 3), (3, 2), (3, 3), (4, 3), (1, 1)]
+    # Lasagne's lengths for ignore_border=False: resnet50's 3x3/2 pooling of 112 gives 56 (55 with whole windows).
+    assert L.pool_output_length(112, 3, 2, 0, ignore_border=False) == 56
+    assert L.pool_output_length(112, 3, 2, 0) == 55
+    with pytensor.config.change_flags(floatX="float64"):
+        for layer in (L.Pool2DLayer((None, 1, 5, 5), 2, ignore_border=False, mode="average_exc_pad"),
+                      L.MaxPool2DLayer((None, 1, 5, 5), 2, ignore_border=False)):
+            verify_grad(layer.get_output_for, [rng.standard_normal((2, 1, 5, 5))], rng=rng)
