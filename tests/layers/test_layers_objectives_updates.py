@@ -55,19 +55,20 @@ def grad_np(w):
     return np.array([1.0, 3.0, 0.5]) * w + w ** 2
 
 
-@pytest.mark.parametrize("method", ["sgd", "momentum", "nesterov_momentum", "adam"])
+@pytest.mark.parametrize("method", ["sgd", "momentum", "nesterov_momentum", "adam", "adagrad", "rmsprop", "adadelta"])
 def test_updates_match_numpy(method):
     w0 = np.array([1.0, -2.0, 0.5])
     w = pytensor.shared(w0.astype(floatX), name="w")
     loss = 0.5 * pt.sum(np.array([1.0, 3.0, 0.5], floatX) * w ** 2) + pt.sum(w ** 3) / np.float32(3)
     lr = pytensor.shared(np.asarray(0.05, floatX), name="lr")  # a shared learning rate works too
     kwargs = {"sgd": {}, "momentum": {"momentum": 0.8}, "nesterov_momentum": {"momentum": 0.8},
-              "adam": {"beta1": 0.8, "beta2": 0.9}}[method]
+              "adam": {"beta1": 0.8, "beta2": 0.9}, "adagrad": {"epsilon": 1e-3}, "rmsprop": {"rho": 0.7},
+              "adadelta": {"rho": 0.8, "epsilon": 1e-2}}[method]
     ups = getattr(upd, method)(loss, [w], lr, **kwargs)
     assert type(ups).__name__ == "OrderedDict" and list(ups)[0] is not None
     assert all(v.dtype == k.dtype for k, v in ups.items())
     step = pytensor.function([], loss, updates=ups)
-    ref, v, m, s = w0.copy(), np.zeros(3), np.zeros(3), np.zeros(3)
+    ref, v, m, s, acc, acc_d = w0.copy(), np.zeros(3), np.zeros(3), np.zeros(3), np.zeros(3), np.zeros(3)
     for t in range(1, 6):
         step()
         g = grad_np(ref)
@@ -79,6 +80,17 @@ def test_updates_match_numpy(method):
         elif method == "nesterov_momentum":
             v = 0.8 * v - 0.05 * g
             ref = ref + 0.8 * v - 0.05 * g
+        elif method == "adagrad":
+            acc = acc + g ** 2
+            ref = ref - 0.05 * g / np.sqrt(acc + 1e-3)
+        elif method == "rmsprop":
+            acc = 0.7 * acc + 0.3 * g ** 2
+            ref = ref - 0.05 * g / np.sqrt(acc + 1e-6)
+        elif method == "adadelta":
+            acc = 0.8 * acc + 0.2 * g ** 2
+            d = g * np.sqrt(acc_d + 1e-2) / np.sqrt(acc + 1e-2)
+            ref = ref - 0.05 * d
+            acc_d = 0.8 * acc_d + 0.2 * d ** 2
         else:
             m = 0.8 * m + 0.2 * g
             s = 0.9 * s + 0.1 * g ** 2

@@ -19,9 +19,8 @@ Lasagne): :mod:`.init`, :mod:`.nonlinearities`, :mod:`.objectives`,
 
 Differences from Lasagne: ``Conv2DLayer(flip_filters=False)`` and
 ``TransposedConv2DLayer(flip_filters=True)`` by default (no filter flip in the
-graph; the other value for weights trained with Lasagne's defaults); pooling
-supports only ``ignore_border=True``; ``categorical_crossentropy`` with
-integer targets picks the probability through a one-hot mask; initializers draw
+graph; the other value for weights trained with Lasagne's defaults);
+``categorical_crossentropy`` with integer targets picks the probability through a one-hot mask; initializers draw
 from :func:`init.set_rng`'s generator (same seed on every rank = identical
 networks).
 
