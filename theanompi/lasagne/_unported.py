@@ -27,8 +27,8 @@ def unported_names(module_name: str, names: Iterable[str]) -> Callable[[str], ob
 
     def __getattr__(name: str):
         if name in missing:
-            raise AttributeError(f"{lasagne_name}.{name} exists in Lasagne but is not ported to theanompi.lasagne "
-                                 f"(what is: dir({lasagne_name}); the layers live in theanompi.models.layers)")
+            raise AttributeError(f"{lasagne_name}.{name} exists in Lasagne but is not ported to theanompi.lasagne; "
+                                 f"dir({lasagne_name}) lists what is")
         raise AttributeError(f"module {lasagne_name!r} has no attribute {name!r}")
 
     return __getattr__

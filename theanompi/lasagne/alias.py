@@ -5,7 +5,9 @@ is asked only after every ordinary finder has failed to find ``lasagne``, so
 an importable Lasagne always wins. It maps ``lasagne`` and ``lasagne.X...``
 to the already importable ``theanompi.lasagne`` and ``theanompi.lasagne.X...``
 (the same module objects, registered in ``sys.modules`` under both names).
-The first time it does so it logs, once, at INFO.
+The first time it does so it logs, once, at INFO. An installed Lasagne that
+fails to import (it needs theano) is still found first: its ImportError is
+what ``import lasagne`` raises then (uninstall it to use this package).
 
 Example
 -------

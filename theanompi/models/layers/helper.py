@@ -21,10 +21,8 @@ import warnings
 from collections import OrderedDict, deque
 
 import numpy as np
-import pytensor
 import pytensor.tensor as pt
 from pytensor.compile.sharedvalue import SharedVariable
-from pytensor.graph.basic import Variable
 from pytensor.graph.traversal import ancestors
 
 from theanompi.models.layers.base import Layer, MergeLayer
