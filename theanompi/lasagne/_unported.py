@@ -1,16 +1,16 @@
 """Clear errors for Lasagne names that :mod:`theanompi.lasagne` does not provide.
 
 Each module of the tree sets ``__getattr__ = unported_names(__name__, [...])``:
-``lasagne.updates.rmsprop`` then raises an AttributeError saying that the name
+``lasagne.updates.adamax`` then raises an AttributeError saying that the name
 is Lasagne's but not ported, instead of a bare "has no attribute".
 
 Example
 -------
->>> getattr_ = unported_names("theanompi.lasagne.updates", ["rmsprop"])
->>> getattr_("rmsprop")
+>>> getattr_ = unported_names("theanompi.lasagne.updates", ["adamax"])
+>>> getattr_("adamax")
 Traceback (most recent call last):
 ...
-AttributeError: lasagne.updates.rmsprop exists in Lasagne but is not ported to theanompi.lasagne ...
+AttributeError: lasagne.updates.adamax exists in Lasagne but is not ported to theanompi.lasagne; ...
 """
 
 from __future__ import annotations
