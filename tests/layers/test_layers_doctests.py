@@ -6,7 +6,8 @@ import importlib
 import pytest
 
 MODULES = ["", ".base", ".input", ".init", ".nonlinearities", ".dense", ".conv", ".pool", ".normalization",
-           ".noise", ".shape", ".merge", ".recurrent", ".helper", ".objectives", ".updates"]
+           ".noise", ".shape", ".merge", ".recurrent", ".helper", ".objectives", ".updates", ".special", ".utils",
+           ".regularization"]
 
 
 @pytest.mark.parametrize("suffix", MODULES)

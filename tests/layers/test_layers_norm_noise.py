@@ -188,3 +188,49 @@ def test_gaussian_noise():
     out = pytensor.function([l_in.input_var], L.get_output(layer))(np.full((100, 100), 2.0, floatX))
     assert out.dtype == np.dtype(floatX)
     assert np.mean(out) == pytest.approx(2.0, abs=0.02) and np.std(out) == pytest.approx(0.5, rel=0.03)
+
+
+def ref_lrn(x, alpha, k, beta, n):
+    """Loop over channels: x[:, c] / (k + alpha * sum of x[:, j]**2 over |j - c| <= n // 2, 0 <= j < C) ** beta."""
+    out = np.empty_like(x)
+    C = x.shape[1]
+    for c in range(C):
+        lo, hi = max(0, c - n // 2), min(C, c + n // 2 + 1)
+        out[:, c] = x[:, c] / (k + alpha * (x[:, lo:hi] ** 2).sum(axis=1)) ** beta
+    return out
+
+
+def test_local_response_normalization_matches_loops_and_gradient():
+    rng = np.random.default_rng(6)
+    l_in = L.InputLayer((None, 6, 3, 2))
+    layers = [L.LocalResponseNormalization2DLayer(l_in), L.LocalResponseNormalization2DLayer(l_in, 0.3, 1.5, 0.6, 3),
+              L.LocalResponseNormalization2DLayer(l_in, 0.2, 1.0, 1.0, 1)]
+    x = rng.standard_normal((2, 6, 3, 2)).astype(floatX)
+    outs = pytensor.function([l_in.input_var], L.get_output(layers))(x)
+    for layer, got in zip(layers, outs):
+        want = ref_lrn(x.astype(np.float64), layer.alpha, layer.k, layer.beta, layer.n)
+        assert got.shape == want.shape and got.dtype == np.dtype(floatX)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    with pytensor.config.change_flags(floatX="float64"):
+        layer = L.LocalResponseNormalization2DLayer((None, 5, 2, 2), alpha=0.5, k=1.0, beta=0.75, n=3)
+        pytensor.gradient.verify_grad(layer.get_output_for, [rng.standard_normal((2, 5, 2, 2))], rng=rng)
+    with pytest.raises(ValueError, match="n must be an odd positive int .* got 4"):
+        L.LocalResponseNormalization2DLayer(l_in, n=4)
+    with pytest.raises(ValueError, match="k must be > 0, got 0"):
+        L.LocalResponseNormalization2DLayer(l_in, k=0)
+    with pytest.raises(ValueError, match=r"input must be 4-D .* got shape \(None, 6\)"):
+        L.LocalResponseNormalization2DLayer((None, 6))
+
+
+def test_batchnorm_after_a_layer_with_static_channel_count():
+    """A reshape to constant sizes gives the batch statistics a static shape; the running averages still update."""
+    l_in = L.InputLayer((None, 8))
+    net = L.BatchNormLayer(L.ReshapeLayer(l_in, ([0], 2, 2, 2)), alpha=0.5)
+    out = L.get_output(net)
+    assert out.type.shape[1] == 2
+    f = pytensor.function([l_in.input_var], out)
+    x = np.arange(32, dtype=floatX).reshape(4, 8)
+    f(x)
+    want = 0.5 * x.reshape(4, 2, 2, 2).mean(axis=(0, 2, 3))
+    np.testing.assert_allclose(net.mean.get_value(), want, rtol=1e-6)
+    assert net.mean.type.shape == (None,)

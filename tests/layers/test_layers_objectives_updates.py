@@ -55,19 +55,20 @@ def grad_np(w):
     return np.array([1.0, 3.0, 0.5]) * w + w ** 2
 
 
-@pytest.mark.parametrize("method", ["sgd", "momentum", "nesterov_momentum", "adam"])
+@pytest.mark.parametrize("method", ["sgd", "momentum", "nesterov_momentum", "adam", "adagrad", "rmsprop", "adadelta"])
 def test_updates_match_numpy(method):
     w0 = np.array([1.0, -2.0, 0.5])
     w = pytensor.shared(w0.astype(floatX), name="w")
     loss = 0.5 * pt.sum(np.array([1.0, 3.0, 0.5], floatX) * w ** 2) + pt.sum(w ** 3) / np.float32(3)
     lr = pytensor.shared(np.asarray(0.05, floatX), name="lr")  # a shared learning rate works too
     kwargs = {"sgd": {}, "momentum": {"momentum": 0.8}, "nesterov_momentum": {"momentum": 0.8},
-              "adam": {"beta1": 0.8, "beta2": 0.9}}[method]
+              "adam": {"beta1": 0.8, "beta2": 0.9}, "adagrad": {"epsilon": 1e-3}, "rmsprop": {"rho": 0.7},
+              "adadelta": {"rho": 0.8, "epsilon": 1e-2}}[method]
     ups = getattr(upd, method)(loss, [w], lr, **kwargs)
     assert type(ups).__name__ == "OrderedDict" and list(ups)[0] is not None
     assert all(v.dtype == k.dtype for k, v in ups.items())
     step = pytensor.function([], loss, updates=ups)
-    ref, v, m, s = w0.copy(), np.zeros(3), np.zeros(3), np.zeros(3)
+    ref, v, m, s, acc, acc_d = w0.copy(), np.zeros(3), np.zeros(3), np.zeros(3), np.zeros(3), np.zeros(3)
     for t in range(1, 6):
         step()
         g = grad_np(ref)
@@ -79,6 +80,17 @@ def test_updates_match_numpy(method):
         elif method == "nesterov_momentum":
             v = 0.8 * v - 0.05 * g
             ref = ref + 0.8 * v - 0.05 * g
+        elif method == "adagrad":
+            acc = acc + g ** 2
+            ref = ref - 0.05 * g / np.sqrt(acc + 1e-3)
+        elif method == "rmsprop":
+            acc = 0.7 * acc + 0.3 * g ** 2
+            ref = ref - 0.05 * g / np.sqrt(acc + 1e-6)
+        elif method == "adadelta":
+            acc = 0.8 * acc + 0.2 * g ** 2
+            d = g * np.sqrt(acc_d + 1e-2) / np.sqrt(acc + 1e-2)
+            ref = ref - 0.05 * d
+            acc_d = 0.8 * acc_d + 0.2 * d ** 2
         else:
             m = 0.8 * m + 0.2 * g
             s = 0.9 * s + 0.1 * g ** 2
@@ -101,3 +113,41 @@ def test_apply_momentum_list_of_grads_and_norm_constraint():
         upd.sgd([g, g], [w], 0.1)
     with pytest.raises(ValueError, match="params must be shared variables"):
         upd.sgd(pt.sum(g), [g], 0.1)
+
+
+def test_regularization_penalties_match_numpy():
+    import theanompi.models.layers as L
+
+    L.init.set_rng(9)
+    l_in = L.InputLayer((None, 3))
+    hidden = L.BatchNormLayer(L.DenseLayer(l_in, 4))
+    top = L.DenseLayer(hidden, 2)
+    reg = L.regularization
+    W1, W2 = hidden.input_layer.W.get_value(), top.W.get_value()
+    gamma = hidden.gamma.get_value()
+    # regularizable: both W and batch-norm gamma (as in Lasagne); never biases, beta or the running statistics.
+    np.testing.assert_allclose(reg.regularize_network_params(top, reg.l2).eval(),
+                               (W1 ** 2).sum() + (W2 ** 2).sum() + (gamma ** 2).sum(), rtol=1e-5)
+    np.testing.assert_allclose(reg.regularize_layer_params(top, reg.l1).eval(), np.abs(W2).sum(), rtol=1e-5)
+    np.testing.assert_allclose(reg.regularize_layer_params_weighted({top: 0.5, hidden.input_layer: 2.0}, reg.l2).eval(),
+                               0.5 * (W2 ** 2).sum() + 2.0 * (W1 ** 2).sum(), rtol=1e-5)
+    np.testing.assert_allclose(reg.regularize_network_params(top, reg.l2, tags={"trainable": True}).eval(),
+                               sum((p.get_value() ** 2).sum() for p in L.get_all_params(top, trainable=True)),
+                               rtol=1e-5)
+    assert float(reg.regularize_layer_params(L.FlattenLayer(l_in), reg.l2).eval()) == 0.0
+
+
+def test_utils_helpers():
+    from theanompi.models.layers import utils
+
+    assert utils.floatX([1, 2]).dtype == np.dtype(pytensor.config.floatX)
+    assert utils.as_tuple(2, 3) == (2, 2, 2) and utils.as_tuple([1, 2], 2, int) == (1, 2)
+    with pytest.raises(ValueError, match=r"iterable of length 2, got \(1, 2, 3\)"):
+        utils.as_tuple((1, 2, 3), 2)
+    with pytest.raises(ValueError, match=r"expected a single int or an iterable of 2 of them, got \(1, 'a'\)"):
+        utils.as_tuple((1, "a"), 2, int)
+    np.testing.assert_array_equal(utils.one_hot(np.array([1, 0, 1])).eval(), [[0, 1], [1, 0], [0, 1]])
+    assert utils.shared_empty(2, "int32").get_value().shape == (0, 0)
+    assert utils.unique([3, 1, 3, 2, 1]) == [3, 1, 2]
+    with pytest.raises(ValueError, match="cannot turn dict"):
+        utils.as_expression({"a": 1})

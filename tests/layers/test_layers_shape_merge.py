@@ -77,3 +77,47 @@ def test_elemwise_sum_and_concat():
         L.ElemwiseSumLayer([a, b], coeffs=[1, 2, 3])
     with pytest.raises(ValueError, match="differ outside axis 1"):
         L.ConcatLayer([L.InputLayer((2, 3)), L.InputLayer((3, 3))], axis=1)
+
+
+def test_pad_layer_matches_numpy_pad():
+    rng = np.random.default_rng(7)
+    l_in = L.InputLayer((None, 2, 3, 4))
+    layers = [L.PadLayer(l_in, 1), L.PadLayer(l_in, [(0, 2), 1], val=-1.5), L.pad(l_in, [1, (2, 0), 0], batch_ndim=1),
+              L.PadLayer(l_in, 0)]
+    x = rng.standard_normal((2, 2, 3, 4)).astype(floatX)
+    outs = pytensor.function([l_in.input_var], L.get_output(layers))(x)
+    wants = [np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)]),
+             np.pad(x, [(0, 0), (0, 0), (0, 2), (1, 1)], constant_values=-1.5),
+             np.pad(x, [(0, 0), (1, 1), (2, 0), (0, 0)]), x]
+    for layer, got, want in zip(layers, outs, wants):
+        assert got.shape == (2,) + layer.output_shape[1:]
+        np.testing.assert_array_equal(got, want)
+    assert L.PadLayer((None, 3, None), (2,)).output_shape == (None, 3, None)
+    with pytest.raises(ValueError, match=r"width must be .* 2 entries .* got \[1, 2, 3\]"):
+        L.PadLayer(l_in, [1, 2, 3])
+    with pytest.raises(ValueError, match=r"got \[\(1, -1\), 0\]"):
+        L.PadLayer(l_in, [(1, -1), 0])
+    with pytest.raises(ValueError, match="batch_ndim must be an int in 0..4 .* got 5"):
+        L.PadLayer(l_in, 1, batch_ndim=5)
+
+
+def test_expression_layer_shapes_and_values():
+    rng = np.random.default_rng(8)
+    l_in = L.InputLayer((None, 3, 4))
+    same = L.ExpressionLayer(l_in, lambda x: 2 * x)
+    auto = L.ExpressionLayer(l_in, lambda x: x.sum(axis=2), output_shape="auto")
+    auto_concat = L.ExpressionLayer(l_in, lambda x: pt.concatenate([x, x], axis=0), output_shape="auto")
+    given = L.ExpressionLayer(l_in, lambda x: x.reshape((x.shape[0], 12)), output_shape=(None, 12))
+    computed = L.ExpressionLayer(l_in, lambda x: x[:, :2], output_shape=lambda s: (s[0], 2, s[2]))
+    assert same.output_shape == (None, 3, 4)
+    assert auto.output_shape == (None, 3)
+    assert auto_concat.output_shape == (None, 3, 4)
+    assert given.output_shape == (None, 12) and computed.output_shape == (None, 2, 4)
+    x = rng.standard_normal((2, 3, 4)).astype(floatX)
+    outs = pytensor.function([l_in.input_var], L.get_output([same, auto, given, computed]))(x)
+    for got, want in zip(outs, [2 * x, x.sum(axis=2), x.reshape(2, 12), x[:, :2]]):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    with pytest.raises(ValueError, match="function must be callable, got 3"):
+        L.ExpressionLayer(l_in, 3)
+    with pytest.raises(ValueError, match="output_shape must be None, a tuple, a callable or 'auto', got 'same'"):
+        L.ExpressionLayer(l_in, abs, output_shape="same")

@@ -1,23 +1,26 @@
 """A Lasagne-style layer library on pytensor: ``import theanompi.models.layers as L``.
 
 Lasagne cannot be installed next to pytensor (it imports theano); this package
-gives its users the same idioms. Layers: :class:`InputLayer`,
-:class:`DenseLayer`, :class:`NonlinearityLayer`, :class:`Conv2DLayer`,
+gives its users the same idioms (and :mod:`theanompi.lasagne` its module
+tree, so ``import lasagne`` code runs unchanged). Layers: :class:`InputLayer`,
+:class:`DenseLayer`, :class:`NonlinearityLayer`, :class:`ExpressionLayer`,
+:class:`Conv2DLayer`, :class:`TransposedConv2DLayer` (= ``Deconv2DLayer``),
 :class:`Pool2DLayer`/:class:`MaxPool2DLayer`, :class:`GlobalPoolLayer`,
-:class:`BatchNormLayer` (+ :func:`batch_norm`), :class:`DropoutLayer`,
+:class:`BatchNormLayer` (+ :func:`batch_norm`),
+:class:`LocalResponseNormalization2DLayer`, :class:`DropoutLayer`,
 :class:`GaussianNoiseLayer`, :class:`FlattenLayer`, :class:`ReshapeLayer`,
-:class:`DimshuffleLayer`, :class:`ElemwiseSumLayer`, :class:`ConcatLayer`,
-:class:`LSTMLayer`. Network functions: :func:`get_output`,
+:class:`DimshuffleLayer`, :class:`PadLayer`, :class:`ElemwiseSumLayer`,
+:class:`ConcatLayer`, :class:`LSTMLayer`. Network functions: :func:`get_output`,
 :func:`get_output_shape`, :func:`get_all_layers`, :func:`get_all_params`,
 :func:`count_params`, :func:`get_all_param_values`,
 :func:`set_all_param_values`, :func:`get_state_updates`. Modules (as in
 Lasagne): :mod:`.init`, :mod:`.nonlinearities`, :mod:`.objectives`,
-:mod:`.updates`.
+:mod:`.updates`, :mod:`.regularization`, :mod:`.utils`.
 
-Differences from Lasagne: ``Conv2DLayer(flip_filters=False)`` by default
-(cross-correlation; ``True`` flips W for weights trained with Lasagne); pooling
-supports only ``ignore_border=True``; ``categorical_crossentropy`` with
-integer targets picks the probability through a one-hot mask; initializers draw
+Differences from Lasagne: ``Conv2DLayer(flip_filters=False)`` and
+``TransposedConv2DLayer(flip_filters=True)`` by default (no filter flip in the
+graph; the other value for weights trained with Lasagne's defaults);
+``categorical_crossentropy`` with integer targets picks the probability through a one-hot mask; initializers draw
 from :func:`init.set_rng`'s generator (same seed on every rank = identical
 networks).
 
@@ -53,9 +56,15 @@ Example
 ((None, 10), 1370)
 """
 
-from theanompi.models.layers import init, nonlinearities, objectives, updates
+from theanompi.models.layers import init, nonlinearities, objectives, regularization, updates, utils
 from theanompi.models.layers.base import Layer, MergeLayer, attach_update, create_param, set_state_update
-from theanompi.models.layers.conv import Conv2DLayer, conv_output_length
+from theanompi.models.layers.conv import (
+    Conv2DLayer,
+    Deconv2DLayer,
+    TransposedConv2DLayer,
+    conv_input_length,
+    conv_output_length,
+)
 from theanompi.models.layers.dense import DenseLayer, NonlinearityLayer
 from theanompi.models.layers.helper import (
     count_params,
@@ -72,6 +81,7 @@ from theanompi.models.layers.merge import ConcatLayer, ElemwiseMergeLayer, Elemw
 from theanompi.models.layers.noise import DropoutLayer, GaussianNoiseLayer, dropout
 from theanompi.models.layers.normalization import (
     BatchNormLayer,
+    LocalResponseNormalization2DLayer,
     batch_norm,
     get_running_stats,
     pool_running_stats,
@@ -79,15 +89,26 @@ from theanompi.models.layers.normalization import (
 )
 from theanompi.models.layers.pool import GlobalPoolLayer, MaxPool2DLayer, Pool2DLayer, pool_output_length
 from theanompi.models.layers.recurrent import Gate, LSTMLayer
-from theanompi.models.layers.shape import DimshuffleLayer, FlattenLayer, ReshapeLayer, flatten, reshape
+from theanompi.models.layers.shape import (
+    DimshuffleLayer,
+    FlattenLayer,
+    PadLayer,
+    ReshapeLayer,
+    dimshuffle,
+    flatten,
+    pad,
+    reshape,
+)
+from theanompi.models.layers.special import ExpressionLayer
 
 __all__ = [
-    "BatchNormLayer", "ConcatLayer", "Conv2DLayer", "DenseLayer", "DimshuffleLayer", "DropoutLayer",
-    "ElemwiseMergeLayer", "ElemwiseSumLayer", "FlattenLayer", "GaussianNoiseLayer", "Gate", "GlobalPoolLayer",
-    "InputLayer", "LSTMLayer", "Layer", "MaxPool2DLayer", "MergeLayer", "NonlinearityLayer", "Pool2DLayer",
-    "ReshapeLayer", "attach_update", "batch_norm", "concat", "conv_output_length", "count_params", "create_param",
-    "dropout", "flatten", "get_all_layers", "get_all_param_values", "get_all_params", "get_output",
-    "get_output_shape", "get_running_stats", "get_state_updates", "init", "nonlinearities", "objectives",
-    "pool_output_length", "pool_running_stats", "reshape", "set_all_param_values", "set_state_update",
-    "sync_running_stats", "updates",
+    "BatchNormLayer", "ConcatLayer", "Conv2DLayer", "Deconv2DLayer", "DenseLayer", "DimshuffleLayer", "DropoutLayer",
+    "ElemwiseMergeLayer", "ElemwiseSumLayer", "ExpressionLayer", "FlattenLayer", "GaussianNoiseLayer", "Gate",
+    "GlobalPoolLayer", "InputLayer", "LSTMLayer", "Layer", "LocalResponseNormalization2DLayer", "MaxPool2DLayer",
+    "MergeLayer", "NonlinearityLayer", "PadLayer", "Pool2DLayer", "ReshapeLayer", "TransposedConv2DLayer",
+    "attach_update", "batch_norm", "concat", "conv_input_length", "conv_output_length", "count_params",
+    "create_param", "dimshuffle", "dropout", "flatten", "get_all_layers", "get_all_param_values", "get_all_params",
+    "get_output", "get_output_shape", "get_running_stats", "get_state_updates", "init", "nonlinearities",
+    "objectives", "pad", "pool_output_length", "pool_running_stats", "regularization", "reshape",
+    "set_all_param_values", "set_state_update", "sync_running_stats", "updates", "utils",
 ]

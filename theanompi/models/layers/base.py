@@ -25,7 +25,9 @@ from collections import OrderedDict
 
 import numpy as np
 import pytensor
+import pytensor.tensor
 from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.tensor.type import TensorType
 
 #: Creation order of state updates (``get_state_updates`` lists them in this order).
 _UPDATE_ORDER = itertools.count()
@@ -287,7 +289,16 @@ def set_state_update(shared, update):
     """
     import warnings
 
+    if (isinstance(shared.type, TensorType) and isinstance(update, pytensor.graph.basic.Variable)
+            and update.type != shared.type and shared.type.is_super(update.type)):
+        # pytensor.function wants a default update of exactly the shared variable's type: writing the update
+        # into the whole of the variable forgets the static sizes (e.g. a channel count known from a reshape)
+        # that the variable does not declare (and checks the sizes at run time).
+        update = pytensor.tensor.set_subtensor(shared[(slice(None),) * shared.type.ndim], update)
     update = shared.type.filter_variable(update, allow_convert=True)
+    if update.type != shared.type:
+        raise ValueError(f"set_state_update: the update of {shared.name!r} has type {update.type}, expected "
+                         f"{shared.type}")
     # pytensor 3 deprecates *setting* default_update but still honours it in pytensor.function.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)

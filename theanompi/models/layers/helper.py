@@ -21,14 +21,13 @@ import warnings
 from collections import OrderedDict, deque
 
 import numpy as np
-import pytensor
 import pytensor.tensor as pt
 from pytensor.compile.sharedvalue import SharedVariable
-from pytensor.graph.basic import Variable
 from pytensor.graph.traversal import ancestors
 
 from theanompi.models.layers.base import Layer, MergeLayer
 from theanompi.models.layers.input import InputLayer
+from theanompi.models.layers.utils import as_expression
 
 __all__ = [
     "count_params", "get_all_layers", "get_all_param_values", "get_all_params", "get_output", "get_output_shape",
@@ -74,15 +73,6 @@ def get_all_layers(layer, treat_as_input=None):
                 result.append(current)
                 done.add(current)
     return result
-
-
-def _as_expression(value):
-    if isinstance(value, Variable):
-        return value
-    array = np.asarray(value)
-    if array.dtype.kind == "f":
-        array = array.astype(pytensor.config.floatX)
-    return pt.constant(array)
 
 
 def _accepted_kwargs(layer):
@@ -135,13 +125,13 @@ def get_output(layer_or_layers, inputs=None, deterministic=False, **kwargs):
     outputs = {layer: layer.input_var for layer in all_layers
                if isinstance(layer, InputLayer) and layer not in treat_as_input}
     if isinstance(inputs, dict):
-        outputs.update((layer, _as_expression(expr)) for layer, expr in inputs.items())
+        outputs.update((layer, as_expression(expr)) for layer, expr in inputs.items())
     elif inputs is not None:
         if len(outputs) > 1:
             raise ValueError(f"get_output: one input expression given for a network with {len(outputs)} input layers "
                              f"({list(outputs)}); pass a dict {{layer: expression}}")
         for layer in outputs:
-            outputs[layer] = _as_expression(inputs)
+            outputs[layer] = as_expression(inputs)
     kwargs["deterministic"] = deterministic
     accepted = {"deterministic"}
     for layer in all_layers:

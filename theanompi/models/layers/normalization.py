@@ -45,7 +45,10 @@ import pytensor.tensor as pt
 from theanompi.models.layers import init, nonlinearities
 from theanompi.models.layers.base import Layer, attach_update
 
-__all__ = ["BatchNormLayer", "batch_norm", "get_running_stats", "pool_running_stats", "sync_running_stats"]
+__all__ = [
+    "BatchNormLayer", "LocalResponseNormalization2DLayer", "batch_norm", "get_running_stats", "pool_running_stats",
+    "sync_running_stats",
+]
 
 
 class BatchNormLayer(Layer):
@@ -268,3 +271,58 @@ def sync_running_stats(layer_or_layers, comm):
         layer.mean.set_value(mean.reshape(shape).astype(floatX))
         layer.inv_std.set_value((1.0 / np.sqrt(var + layer.epsilon)).reshape(shape).astype(layer.inv_std.dtype))
     return len(bn)
+
+
+class LocalResponseNormalization2DLayer(Layer):
+    """Local response normalization across channels (Krizhevsky et al. 2012), Lasagne's parametrisation.
+
+    ``y[:, c] = x[:, c] / (k + alpha * sum(x[:, j] ** 2 for j in the n channels centred on c)) ** beta``;
+    channels beyond the first and last count as zeros. ``alpha`` is not divided
+    by ``n`` (Caffe's ``alpha`` equals ``n`` times this one).
+
+    Parameters
+    ----------
+    incoming : Layer or tuple
+        4-D input (batch, channels, rows, cols).
+    alpha, k, beta : float
+        Scale, offset (> 0) and exponent of the denominator.
+    n : int
+        Number of channels in the window; odd and positive.
+
+    Raises
+    ------
+    ValueError
+        For a non-4-D input, an even or non-positive ``n`` or ``k <= 0``.
+
+    Example
+    -------
+    >>> l = LocalResponseNormalization2DLayer((None, 16, 8, 8), alpha=1e-4, n=5)
+    >>> l.output_shape, l.params
+    ((None, 16, 8, 8), OrderedDict())
+    """
+
+    def __init__(self, incoming, alpha=1e-4, k=2.0, beta=0.75, n=5, **kwargs):
+        super().__init__(incoming, **kwargs)
+        cls = "LocalResponseNormalization2DLayer"
+        if len(self.input_shape) != 4:
+            raise ValueError(f"{cls}: input must be 4-D (batch, channels, rows, cols), got shape {self.input_shape}")
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1 or n % 2 == 0:
+            raise ValueError(f"{cls}: n must be an odd positive int (the window is centred), got {n!r}")
+        if not k > 0:
+            raise ValueError(f"{cls}: k must be > 0, got {k!r}")
+        self.alpha, self.k, self.beta, self.n = float(alpha), float(k), float(beta), int(n)
+
+    def get_output_for(self, input, **kwargs):
+        dtype = input.dtype
+        half = self.n // 2
+        squares = pt.square(input)
+        if half:
+            zeros = pt.zeros((input.shape[0], half, input.shape[2], input.shape[3]), dtype=dtype)
+            squares = pt.concatenate([zeros, squares, zeros], axis=1)
+        channels = input.shape[1]
+        window_sum = squares[:, 0:channels]
+        for offset in range(1, self.n):
+            window_sum = window_sum + squares[:, offset:offset + channels]
+        denominator = (np.asarray(self.k, dtype) + np.asarray(self.alpha, dtype) * window_sum) ** np.asarray(
+            self.beta, dtype)
+        return input / denominator

@@ -1,4 +1,4 @@
-"""Shape-changing layers: :class:`FlattenLayer`, :class:`ReshapeLayer`, :class:`DimshuffleLayer`.
+"""Shape-changing layers: :class:`FlattenLayer`, :class:`ReshapeLayer`, :class:`DimshuffleLayer`, :class:`PadLayer`.
 
 Example
 -------
@@ -13,11 +13,12 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+import pytensor.tensor as pt
 from pytensor.graph.basic import Variable
 
 from theanompi.models.layers.base import Layer
 
-__all__ = ["DimshuffleLayer", "FlattenLayer", "ReshapeLayer", "flatten", "reshape"]
+__all__ = ["DimshuffleLayer", "FlattenLayer", "PadLayer", "ReshapeLayer", "dimshuffle", "flatten", "pad", "reshape"]
 
 
 class FlattenLayer(Layer):
@@ -174,3 +175,94 @@ class DimshuffleLayer(Layer):
 
     def get_output_for(self, input, **kwargs):
         return input.dimshuffle(self.pattern)
+
+
+dimshuffle = DimshuffleLayer
+
+
+def _pad_widths(width, n_axes):
+    """``width`` (int, or per axis an int or a (before, after) pair) as n_axes (before, after) int pairs."""
+    def is_count(v):
+        return isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 0
+
+    if is_count(width):
+        return [(int(width), int(width))] * n_axes
+    try:
+        entries = list(width)
+    except TypeError:
+        entries = None
+    if entries is None or len(entries) != n_axes:
+        return None
+    pairs = []
+    for entry in entries:
+        if is_count(entry):
+            pairs.append((int(entry), int(entry)))
+        elif isinstance(entry, (tuple, list)) and len(entry) == 2 and all(is_count(v) for v in entry):
+            pairs.append((int(entry[0]), int(entry[1])))
+        else:
+            return None
+    return pairs
+
+
+class PadLayer(Layer):
+    """Pads the trailing axes (all but the first ``batch_ndim``) with the constant ``val``.
+
+    Parameters
+    ----------
+    incoming : Layer or tuple
+    width : int or sequence
+        An int pads every trailing axis by that much on both sides; a
+        sequence gives, per trailing axis, an int (both sides) or a
+        ``(before, after)`` pair. Entries are ints >= 0.
+    val : float
+        The padding value.
+    batch_ndim : int
+        Leading axes left unpadded (2: batch and channels).
+
+    Raises
+    ------
+    ValueError
+        For a ``width`` of another form or length, or ``batch_ndim`` outside
+        0..ndim.
+
+    Example
+    -------
+    >>> PadLayer((None, 3, 4, 5), width=[1, (0, 2)]).output_shape
+    (None, 3, 6, 7)
+    """
+
+    def __init__(self, incoming, width, val=0, batch_ndim=2, **kwargs):
+        super().__init__(incoming, **kwargs)
+        ndim = len(self.input_shape)
+        if isinstance(batch_ndim, bool) or not isinstance(batch_ndim, numbers.Integral) or not 0 <= batch_ndim <= ndim:
+            raise ValueError(f"PadLayer: batch_ndim must be an int in 0..{ndim} for input shape {self.input_shape}, "
+                             f"got {batch_ndim!r}")
+        self.batch_ndim = int(batch_ndim)
+        widths = _pad_widths(width, ndim - self.batch_ndim)
+        if widths is None:
+            raise ValueError(f"PadLayer: width must be an int >= 0 or {ndim - self.batch_ndim} entries (ints >= 0 or "
+                             f"(before, after) pairs), one per padded axis of input shape {self.input_shape}; "
+                             f"got {width!r}")
+        self.width = widths
+        self.val = val
+
+    def get_output_shape_for(self, input_shape):
+        head = tuple(input_shape[: self.batch_ndim])
+        return head + tuple(None if s is None else s + before + after
+                            for s, (before, after) in zip(input_shape[self.batch_ndim:], self.width))
+
+    def get_output_for(self, input, **kwargs):
+        shape, region = [], []
+        for axis in range(input.ndim):
+            if axis < self.batch_ndim:
+                shape.append(input.shape[axis])
+                region.append(slice(None))
+            else:
+                before, after = self.width[axis - self.batch_ndim]
+                shape.append(input.shape[axis] + before + after)
+                region.append(slice(before, before + input.shape[axis]))
+        filled = pt.alloc(np.asarray(self.val, dtype=input.dtype), *shape)
+        return pt.set_subtensor(filled[tuple(region)], input)
+
+
+pad = PadLayer

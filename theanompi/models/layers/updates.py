@@ -26,8 +26,8 @@ import pytensor.tensor as pt
 from pytensor.compile.sharedvalue import SharedVariable
 
 __all__ = [
-    "adam", "apply_momentum", "apply_nesterov_momentum", "get_or_compute_grads", "momentum", "nesterov_momentum",
-    "sgd", "total_norm_constraint",
+    "adadelta", "adagrad", "adam", "apply_momentum", "apply_nesterov_momentum", "get_or_compute_grads", "momentum",
+    "nesterov_momentum", "rmsprop", "sgd", "total_norm_constraint",
 ]
 
 
@@ -180,6 +180,76 @@ def adam(loss_or_grads, params, learning_rate=0.001, beta1=0.9, beta2=0.999, eps
         updates[v_prev] = v.astype(pd)
         updates[param] = (param - step).astype(pd)
     updates[t_prev] = t.astype(dtype)
+    return updates
+
+
+def _scaled_by_gradient_history(loss_or_grads, params, learning_rate, rho, epsilon, name):
+    """Shared body of AdaGrad (``rho=None``: plain sum) and RMSProp (moving average ``rho``) of squared gradients.
+
+    ``acc <- acc + g**2`` (or ``rho*acc + (1-rho)*g**2``); ``p <- p - lr * g / sqrt(acc + eps)``.
+    """
+    grads = get_or_compute_grads(loss_or_grads, params)
+    updates = OrderedDict()
+    for param, g in zip(params, grads):
+        pd = param.dtype
+        acc_prev = _zeros_like(param, f"{name}_acc_{param.name}")
+        if rho is None:
+            acc = acc_prev + g ** 2
+        else:
+            acc = _const(rho, pd) * acc_prev + _const(1 - rho, pd) * g ** 2
+        updates[acc_prev] = acc.astype(pd)
+        updates[param] = (param - _const(learning_rate, pd) * g / pt.sqrt(acc + _const(epsilon, pd))).astype(pd)
+    return updates
+
+
+def adagrad(loss_or_grads, params, learning_rate=1.0, epsilon=1e-6):
+    """AdaGrad (Duchi et al. 2011): ``acc <- acc + g**2; p <- p - lr * g / sqrt(acc + eps)``.
+
+    Example
+    -------
+    >>> w = pytensor.shared(np.ones(2, "float32"))
+    >>> len(adagrad(pt.sum(w), [w], 0.1))
+    2
+    """
+    return _scaled_by_gradient_history(loss_or_grads, params, learning_rate, None, epsilon, "adagrad")
+
+
+def rmsprop(loss_or_grads, params, learning_rate=1.0, rho=0.9, epsilon=1e-6):
+    """RMSProp (Tieleman & Hinton 2012): ``acc <- rho*acc + (1-rho)*g**2; p <- p - lr * g / sqrt(acc + eps)``.
+
+    Example
+    -------
+    >>> w = pytensor.shared(np.ones(2, "float32"))
+    >>> len(rmsprop(pt.sum(w), [w], 0.01))
+    2
+    """
+    return _scaled_by_gradient_history(loss_or_grads, params, learning_rate, rho, epsilon, "rmsprop")
+
+
+def adadelta(loss_or_grads, params, learning_rate=1.0, rho=0.95, epsilon=1e-6):
+    """AdaDelta (Zeiler 2012).
+
+    ``acc <- rho*acc + (1-rho)*g**2``; ``d = g * sqrt(acc_d + eps) / sqrt(acc + eps)``;
+    ``p <- p - lr*d``; ``acc_d <- rho*acc_d + (1-rho)*d**2``.
+
+    Example
+    -------
+    >>> w = pytensor.shared(np.ones(2, "float32"))
+    >>> len(adadelta(pt.sum(w), [w]))
+    3
+    """
+    grads = get_or_compute_grads(loss_or_grads, params)
+    updates = OrderedDict()
+    for param, g in zip(params, grads):
+        pd = param.dtype
+        r, one_minus_r, eps = _const(rho, pd), _const(1 - rho, pd), _const(epsilon, pd)
+        acc_prev = _zeros_like(param, f"adadelta_acc_{param.name}")
+        delta_acc_prev = _zeros_like(param, f"adadelta_delta_acc_{param.name}")
+        acc = r * acc_prev + one_minus_r * g ** 2
+        step = g * pt.sqrt(delta_acc_prev + eps) / pt.sqrt(acc + eps)
+        updates[acc_prev] = acc.astype(pd)
+        updates[param] = (param - _const(learning_rate, pd) * step).astype(pd)
+        updates[delta_acc_prev] = (r * delta_acc_prev + one_minus_r * step ** 2).astype(pd)
     return updates
 
 
