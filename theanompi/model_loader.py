@@ -41,6 +41,9 @@ def import_model_module(modelfile: str, cwd: str | None = None):
         mpi4py.rc.finalize = False
     except ImportError:
         pass
+    from theanompi import lasagne_alias as alias
+
+    alias.install()  # Lasagne-zoo model files `import lasagne`: theanompi.lasagne when Lasagne is absent
     base = Path(cwd or os.getcwd())
     if modelfile.endswith(".py"):
         path = Path(modelfile) if Path(modelfile).is_absolute() else base / modelfile

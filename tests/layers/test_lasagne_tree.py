@@ -173,9 +173,10 @@ def test_tree_reexports_the_one_implementation():
         lasagne.random.set_rng("x")
 
 
-@pytest.mark.parametrize("suffix", ["", ".layers", ".random", ".utils", "._unported", ".alias"])
-def test_docstring_examples(suffix):
-    module = importlib.import_module("theanompi.lasagne" + suffix)
+@pytest.mark.parametrize("name", ["theanompi.lasagne", "theanompi.lasagne.layers", "theanompi.lasagne.random",
+                                  "theanompi.lasagne.utils", "theanompi.lasagne._unported", "theanompi.lasagne_alias"])
+def test_docstring_examples(name):
+    module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0, f"{module.__name__}: {result}"
 
@@ -191,7 +192,7 @@ def test_alias_import_lasagne_gives_theanompi_lasagne(tmp_path):
         import logging, sys
         logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(levelname)s %(message)s")
         logging.getLogger("pytensor").setLevel(logging.WARNING)
-        from theanompi.lasagne import alias
+        from theanompi import lasagne_alias as alias
         alias.install(); alias.install()
         finders = [f for f in sys.meta_path if isinstance(f, alias.LasagneAliasFinder)]
         assert len(finders) == 1 and sys.meta_path[-1] is finders[0], sys.meta_path
@@ -230,7 +231,7 @@ def test_alias_gives_way_to_a_real_lasagne(tmp_path):
     (real / "__init__.py").write_text("REAL = True\n")
     (real / "layers" / "__init__.py").write_text("REAL_LAYERS = True\n")
     proc = run_python("""
-        from theanompi.lasagne import alias
+        from theanompi import lasagne_alias as alias
         alias.install()
         import lasagne, lasagne.layers
         assert lasagne.REAL and lasagne.layers.REAL_LAYERS

@@ -1,7 +1,6 @@
 """CIFAR ResNet: parameter counts (He et al.; Multiverso's ResNet-32), shortcuts, BN statistics, accuracy."""
 
 import sys
-import time
 
 import numpy as np
 import pytensor
@@ -87,7 +86,6 @@ def test_resnet20_narrow_reaches_95_percent_on_digits():
     """ResNet-20, width 8 (stages of 8/16/32 filters, 67,906 parameters), shortcuts A, on the digits
     (1x8x8: stages at 8x8, 4x4, 2x2), batch 32, lr 0.1, momentum 0.9, weight decay 1e-4, 1 worker.
     Measured: 95.0 / 97.0 / 98.3 % validation accuracy after epochs 2 / 3 / 4 (of 297 images)."""
-    start = time.perf_counter()
     model = zh.make_model(ResNet20, data="digits", width=8, batch_size=32, lr=0.1, weight_decay=0.0001)
     assert model.n_params == 67_906
     _, err0 = zh.validate(model)
@@ -95,4 +93,3 @@ def test_resnet20_narrow_reaches_95_percent_on_digits():
     assert np.mean(losses[-10:]) < 0.2 * np.mean(losses[:10]), losses  # the loss falls
     _, err = zh.validate(model)
     assert 1 - err >= 0.95, f"accuracy {1 - err:.4f} (before training {1 - err0:.4f})"
-    assert time.perf_counter() - start < 90

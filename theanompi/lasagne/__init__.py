@@ -4,7 +4,7 @@
 ``.objectives``, ``.updates``, ``.regularization``, ``.random`` and
 ``.utils`` hold the names of Lasagne's modules of the same names; every one
 is the object of the layer library (:mod:`theanompi.models.layers`), which
-is the one implementation. :func:`theanompi.lasagne.alias.install` makes
+is the one implementation. :func:`theanompi.lasagne_alias.install` makes
 ``import lasagne`` give this package when the real Lasagne is not installed.
 Names of Lasagne that are not ported raise an AttributeError that says so.
 

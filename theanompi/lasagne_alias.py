@@ -11,7 +11,7 @@ what ``import lasagne`` raises then (uninstall it to use this package).
 
 Example
 -------
->>> from theanompi.lasagne import alias
+>>> from theanompi import lasagne_alias as alias
 >>> alias.install()                                   # doctest: +SKIP
 >>> import lasagne                                    # doctest: +SKIP
 >>> lasagne.layers.DenseLayer                         # doctest: +SKIP
