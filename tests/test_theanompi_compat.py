@@ -175,9 +175,13 @@ def test_model_without_apply_update_gets_avg_and_says_so(cfg_dir):
     assert "BSP sync type avg" in proc.stdout.splitlines()[0]
 
 
-def test_layers2_cifar_model_learns_from_model_data_dir(cfg_dir):
+@pytest.mark.parametrize("rule, modelfile, modelclass", [
+    ("BSP", EXAMPLE, "Cifar10_model"),  # layers2, Theano-MPI's models/cifar10.py idiom
+    ("GOSGD", ASSETS / "lasagne_zoo_style.py", "SmallVGG"),  # `import lasagne`, the Lasagne zoo's vgg16.py idiom
+])
+def test_theanompi_cifar_models_learn_from_model_data_dir(cfg_dir, rule, modelfile, modelclass):
     """Theano-MPI's CIFAR idiom end to end: Cifar10_data reads the official (Python 2) batch files from
-    MODEL_DATA_DIR, layers2 builds the net, lib.opt the two-phase step, 2 sub-batches per file batch."""
+    MODEL_DATA_DIR, 2 sub-batches per file batch, lib.opt's step."""
     import sys
 
     if str(ASSETS) not in sys.path:
@@ -185,7 +189,8 @@ def test_layers2_cifar_model_learns_from_model_data_dir(cfg_dir):
     import zoo_helpers as zh
 
     data_dir = zh.write_cifar10(cfg_dir / "cifar-10-batches-py", n_per_file=64, n_test=16)
-    proc = _session(cfg_dir, "Cifar10_model", MODELFILE=str(EXAMPLE), MODEL_DATA_DIR=str(data_dir), N_EPOCHS=5)
+    proc = _session(cfg_dir, modelclass, RULE=rule, MODELFILE=str(modelfile), MODEL_DATA_DIR=str(data_dir),
+                    N_EPOCHS=5)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads((cfg_dir / "run" / "summary.json").read_text())
     assert summary["final_val_accuracy"] >= 0.9, summary
