@@ -69,6 +69,25 @@ def set_threads(n: int) -> None:
         os.environ[var] = str(n)
 
 
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (or platform.processor())."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def machine_info() -> dict:
+    """Where a benchmark ran: platform, CPU model and count, load, and the BLAS kernels in use."""
+    from theanompi.backend import blas_report
+
+    return {"platform": platform.platform(), "cpu_model": cpu_model(), "cpus": os.cpu_count(),
+            "loadavg_1min": os.getloadavg()[0], "blas": blas_report()}
+
+
 def init_params(rng):
     """Initial weights shared by both frameworks (torch-default-like uniform, float32)."""
     import numpy as np
