@@ -119,8 +119,11 @@ CONV_CASES = [
     # C code chunks images so that each column buffer is ~1 MiB: 36*1600*itemsize
     # bytes per image gives chunks of 4+1 (float32) and 2+2+1 (float64) images.
     ((5, 4, 40, 40), (3, 4, 3, 3), (1, 1), (1, 1)),
+    # several chunks (2 float32, 6 float64): with OMP_NUM_THREADS >= 2 threads share them out,
+    # each with its own buffers (and its own weight-gradient sum)
+    ((6, 32, 24, 24), (5, 32, 3, 3), (2, 1), (1, 0)),
 ]
-CONV_IDS = ["odd", "stride2", "pointwise", "k4s3", "full", "widepad", "chunks"]
+CONV_IDS = ["odd", "stride2", "pointwise", "k4s3", "full", "widepad", "chunks", "chunks-threads"]
 
 
 def _conv_graph(dtype, stride, pad, with_bias):
