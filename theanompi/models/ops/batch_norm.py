@@ -22,8 +22,8 @@ Example
 >>> f = pytensor.function([x, gamma, beta], y)
 >>> data = np.arange(16.0, dtype=x.dtype).reshape(2, 2, 2, 2)
 >>> out = f(data, np.ones(2, x.dtype), np.zeros(2, x.dtype))
->>> np.round(out.mean(axis=(0, 2, 3)), 6) + 0.0, np.round(out.std(axis=(0, 2, 3)), 3)
-(array([0., 0.]), array([1., 1.]))
+>>> bool(np.allclose(out.mean(axis=(0, 2, 3)), 0, atol=1e-6)), bool(np.allclose(out.std(axis=(0, 2, 3)), 1, atol=1e-3))
+(True, True)
 """
 
 from __future__ import annotations
