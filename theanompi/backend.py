@@ -85,6 +85,10 @@ AVX512_CORETYPE = "SkylakeX"
 AVX512_FEATURES = ("AVX512F", "AVX512CD", "AVX512BW", "AVX512DQ", "AVX512VL")
 
 
+#: Who chose this process's OPENBLAS_CORETYPE (set by :func:`ensure_pytensor_configured`).
+_CORETYPE_CHOICE: dict[str, str] = {}
+
+
 def usable_cpu_features() -> dict[str, bool]:
     """NumPy's view of the CPU: instruction sets the CPU reports *and* the OS enables."""
     from numpy._core._multiarray_umath import __cpu_features__
@@ -144,9 +148,6 @@ def blas_report() -> dict[str, str | None]:
     coretype = os.environ.get("OPENBLAS_CORETYPE")
     chosen_by = _CORETYPE_CHOICE.get("chosen_by") or ("user" if coretype else "openblas")
     return {"coretype": coretype, "chosen_by": chosen_by, "corename": openblas_corename()}
-
-
-_CORETYPE_CHOICE: dict[str, str] = {}
 
 
 def configure_pytensor(cache_dir: Path | None = None, floatx: str = "float32") -> Path:
