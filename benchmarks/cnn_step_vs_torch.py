@@ -69,6 +69,25 @@ def set_threads(n: int) -> None:
         os.environ[var] = str(n)
 
 
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (or platform.processor())."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def machine_info() -> dict:
+    """Where a benchmark ran: platform, CPU model and count, load, and the BLAS kernels in use."""
+    from theanompi.backend import blas_report
+
+    return {"platform": platform.platform(), "cpu_model": cpu_model(), "cpus": os.cpu_count(),
+            "loadavg_1min": os.getloadavg()[0], "blas": blas_report()}
+
+
 def init_params(rng):
     """Initial weights shared by both frameworks (torch-default-like uniform, float32)."""
     import numpy as np
@@ -177,9 +196,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
 
     sys.path.insert(0, str(ROOT))
-    from theanompi.backend import configure_pytensor
-
-    configure_pytensor()
+    import theanompi  # noqa: F401  (pytensor's C backend with BLAS; OPENBLAS_CORETYPE)
     import numpy as np
     import pytensor
 
@@ -222,6 +239,9 @@ def main(argv=None) -> int:
         print(f"{label:<24}{med[name]:>9.1f}{min(times[name]):>9.1f}{max(times[name]):>9.1f}{vs:>10}")
     print(f"first-step loss: ours {first_loss['ours']:.6f}, torch {first_loss['torch']:.6f}; "
           f"pytensor compile {compile_s:.1f} s")
+    blas = machine_info()["blas"]
+    print(f"BLAS: OpenBLAS {blas['corename']} kernels (OPENBLAS_CORETYPE={blas['coretype']}, "
+          f"chosen by {blas['chosen_by']}); CPU: {cpu_model()}")
     print(f"load average before/after: {load_before[0]:.2f} / {load_after[0]:.2f} "
           f"({os.cpu_count()} CPUs; other load makes all numbers noisy)")
 
@@ -245,11 +265,7 @@ def main(argv=None) -> int:
             "pytensor": pytensor.__version__,
             "torch": torch.__version__,
         },
-        "machine": {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "loadavg_1min_before_after": [load_before[0], load_after[0]],
-        },
+        "machine": {**machine_info(), "loadavg_1min_before_after": [load_before[0], load_after[0]]},
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=2) + "\n")

@@ -7,7 +7,11 @@
 0
 """
 
-from theanompi.rules import ASGD, BSP, EASGD, GOSGD
+from theanompi.backend import ensure_pytensor_configured
+
+ensure_pytensor_configured()  # before or after `import pytensor`: the C backend with BLAS, the shared cache
+
+from theanompi.rules import ASGD, BSP, EASGD, GOSGD  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["ASGD", "BSP", "EASGD", "GOSGD"]

@@ -119,8 +119,11 @@ CONV_CASES = [
     # C code chunks images so that each column buffer is ~1 MiB: 36*1600*itemsize
     # bytes per image gives chunks of 4+1 (float32) and 2+2+1 (float64) images.
     ((5, 4, 40, 40), (3, 4, 3, 3), (1, 1), (1, 1)),
+    # several chunks (2 float32, 6 float64): with OMP_NUM_THREADS >= 2 threads share them out,
+    # each with its own buffers (and its own weight-gradient sum)
+    ((6, 32, 24, 24), (5, 32, 3, 3), (2, 1), (1, 0)),
 ]
-CONV_IDS = ["odd", "stride2", "pointwise", "k4s3", "full", "widepad", "chunks"]
+CONV_IDS = ["odd", "stride2", "pointwise", "k4s3", "full", "widepad", "chunks", "chunks-threads"]
 
 
 def _conv_graph(dtype, stride, pad, with_bias):
@@ -312,6 +315,48 @@ def test_max_pool_constant_input_gradient_goes_to_window_corner(linker):
     dx = f(np.ones((1, 1, 4, 5)), np.ones((1, 1, 2, 2)))[1]
     expected = [[1, 0, 1, 0, 0], [0, 0, 0, 0, 0], [1, 0, 1, 0, 0], [0, 0, 0, 0, 0]]
     np.testing.assert_array_equal(dx[0, 0], expected)
+
+
+@pytest.mark.parametrize("linker", ["c", "python"])
+@pytest.mark.parametrize("case", [((2, 3, 7, 6), 2, None, 0), ((1, 2, 8, 7), 3, 2, 1)], ids=["2x2", "overlap-pad"])
+def test_max_pool_nan_wins_its_window_like_torch(case, linker):
+    xs, pool, stride, pad = case
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal(xs)
+    x.flat[rng.choice(x.size, size=x.size // 5, replace=False)] = np.nan
+    f = _pool_fn("max", pool, stride, pad, "float64", PY_MODE if linker == "python" else None)
+    y_ref = ref_pool(x, (pool, pool), (stride or pool,) * 2, (pad, pad), "max")
+    g = rng.standard_normal(y_ref.shape)
+    y, dx = f(x, g)
+    np.testing.assert_array_equal(y, y_ref)  # NaN positions included
+    # ref_pool_grad's argmax picks a window's first NaN; torch (and we) the last one
+    torch = pytest.importorskip("torch")
+    xt = torch.from_numpy(x).requires_grad_(True)
+    yt = torch.nn.functional.max_pool2d(xt, pool, stride, pad)
+    yt.backward(torch.from_numpy(g))
+    np.testing.assert_array_equal(y, yt.detach().numpy())
+    np.testing.assert_array_equal(dx, xt.grad.numpy())
+
+
+@pytest.mark.parametrize("mode", ["max", "average"])
+@pytest.mark.parametrize("case", [((3, 16, 33, 35), 2, None, 0), ((2, 16, 34, 32), 3, 2, 1)], ids=["2x2-odd", "3x3"])
+def test_pool_large_input_shared_over_threads_matches_reference(case, mode):
+    """Inputs above the C code's OpenMP threshold (32768 values): planes split over threads."""
+    xs, pool, stride, pad = case
+    rng = np.random.default_rng(10)
+    x = (rng.permutation(np.prod(xs)).reshape(xs) / 7.0).astype("float32")
+    f = _pool_fn(mode, pool, stride, pad, "float32")
+    args = ((pool, pool), (stride or pool,) * 2, (pad, pad), mode)
+    g = rng.standard_normal(ref_pool(x, *args).shape).astype("float32")
+    y, dx = f(x, g)
+    np.testing.assert_allclose(y, ref_pool(x, *args), **TOL["float32"])
+    np.testing.assert_allclose(dx, ref_pool_grad(x, g, *args), **TOL["float32"])
+
+
+def test_max_pool_2x2_verify_grad():
+    rng = np.random.default_rng(11)
+    x = rng.permutation(2 * 2 * 7 * 5).reshape(2, 2, 7, 5) / 7.0  # odd sizes: a row and a column left out
+    verify_grad(lambda x_: max_pool2d(x_, 2), [x], rng=rng)
 
 
 @pytest.mark.parametrize("mode", ["max", "average"])

@@ -87,8 +87,11 @@ class BatchNormLayer(Layer):
     before a deterministic validation and before saving the final model).
 
     ``get_output`` keywords: ``batch_norm_use_averages`` (default:
-    ``deterministic``) and ``batch_norm_update_averages`` (default: not
-    ``deterministic``).
+    ``deterministic``), ``batch_norm_update_averages`` (default: not
+    ``deterministic``) and ``batch_norm_fused`` (default True: with the batch's
+    statistics and ``axes`` all but axis 1 — the 'auto' axes — the output is
+    computed by the fused C op :func:`~theanompi.models.ops.batch_norm_train`;
+    False builds the same formula from generic pytensor ops).
 
     Example
     -------
@@ -129,11 +132,13 @@ class BatchNormLayer(Layer):
         self.inv_std = self.add_param(inv_std, shape, "inv_std", trainable=False, regularizable=False)
 
     def get_output_for(self, input, deterministic=False, batch_norm_use_averages=None,
-                       batch_norm_update_averages=None, **kwargs):
+                       batch_norm_update_averages=None, batch_norm_fused=True, **kwargs):
         dtype = input.dtype
         eps = np.asarray(self.epsilon, dtype=dtype)
         use_averages = deterministic if batch_norm_use_averages is None else batch_norm_use_averages
         update_averages = (not deterministic) if batch_norm_update_averages is None else batch_norm_update_averages
+        if batch_norm_fused and not use_averages and self._fusable(input):
+            return self._fused_output(input, update_averages)
         if not update_averages:
             if use_averages:
                 mean, inv_std = self.mean, self.inv_std
@@ -143,10 +148,7 @@ class BatchNormLayer(Layer):
         else:
             input_mean = input.mean(self.axes)
             input_inv_std = pt.reciprocal(pt.sqrt(input.var(self.axes) + eps))
-            a = np.asarray(self.alpha, dtype=dtype)
-            one_minus_a = np.asarray(1.0 - self.alpha, dtype=dtype)
-            running_mean = attach_update(self.mean, lambda r: one_minus_a * r + a * input_mean)
-            running_inv_std = attach_update(self.inv_std, lambda r: one_minus_a * r + a * input_inv_std)
+            running_mean, running_inv_std = self._running_aliases(input_mean, input_inv_std)
             if use_averages:
                 mean, inv_std = running_mean, running_inv_std
             else:
@@ -159,6 +161,33 @@ class BatchNormLayer(Layer):
         beta = 0 if self.beta is None else self.beta.dimshuffle(pattern)
         gamma = 1 if self.gamma is None else self.gamma.dimshuffle(pattern)
         return (input - mean.dimshuffle(pattern)) * (gamma * inv_std.dimshuffle(pattern)) + beta
+
+    def _fusable(self, input) -> bool:
+        """Whether :func:`~theanompi.models.ops.batch_norm_train` computes this layer's training output."""
+        return self.axes == (0,) + tuple(range(2, input.ndim)) and input.dtype in ("float32", "float64")
+
+    def _running_aliases(self, batch_mean, batch_inv_std):
+        """Aliases of ``mean``/``inv_std`` that move them towards the batch's statistics when compiled."""
+        a = np.asarray(self.alpha, dtype=batch_mean.dtype)
+        one_minus_a = np.asarray(1.0 - self.alpha, dtype=batch_mean.dtype)
+        return (attach_update(self.mean, lambda r: one_minus_a * r + a * batch_mean),
+                attach_update(self.inv_std, lambda r: one_minus_a * r + a * batch_inv_std))
+
+    def _fused_output(self, input, update_averages: bool):
+        """Training output through the fused op (one C pass forward, one backward)."""
+        from theanompi.models.ops import batch_norm_train
+
+        dtype = input.dtype
+        channels = input.shape[1]
+        gamma = pt.ones((channels,), dtype=dtype) if self.gamma is None else pt.cast(self.gamma, dtype)
+        beta = pt.zeros((channels,), dtype=dtype) if self.beta is None else pt.cast(self.beta, dtype)
+        out, batch_mean, batch_inv_std = batch_norm_train(input, gamma, beta, self.epsilon)
+        if update_averages:
+            running_mean, running_inv_std = self._running_aliases(batch_mean, batch_inv_std)
+            # Put the aliases into the graph so pytensor.function applies their updates.
+            zero = np.asarray(0, dtype=dtype)
+            out = out + zero * (running_mean.sum() + running_inv_std.sum())
+        return out
 
 
 def batch_norm(layer, **kwargs):

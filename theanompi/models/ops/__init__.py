@@ -1,4 +1,4 @@
-"""Convolution and pooling Ops for pytensor (NCHW, float32/float64).
+"""Convolution, pooling and fused batch-norm Ops for pytensor (NCHW, float32/float64).
 
 Example
 -------
@@ -11,6 +11,7 @@ Example
 """
 
 from theanompi.models.ops import jax_dispatch
+from theanompi.models.ops.batch_norm import BatchNormTrain, BatchNormTrainGrad, batch_norm_train
 from theanompi.models.ops.conv import (
     Conv2d,
     Conv2dGradBias,
@@ -23,6 +24,8 @@ from theanompi.models.ops.pool import Pool2d, Pool2dGrad, avg_pool2d, max_pool2d
 jax_dispatch.register()
 
 __all__ = [
+    "BatchNormTrain",
+    "BatchNormTrainGrad",
     "Conv2d",
     "Conv2dGradBias",
     "Conv2dGradInputs",
@@ -30,6 +33,7 @@ __all__ = [
     "Pool2d",
     "Pool2dGrad",
     "avg_pool2d",
+    "batch_norm_train",
     "conv2d",
     "max_pool2d",
 ]

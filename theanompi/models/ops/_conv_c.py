@@ -27,11 +27,12 @@ from __future__ import annotations
 import hashlib
 
 #: Bump when the C text below changes (part of pytensor's compile-cache key).
-C_CODE_VERSION = 6
+C_CODE_VERSION = 7
 
 _KERNELS = r"""
 #include <string.h>
 #include <stdlib.h>
+#include <omp.h>
 
 /* Row-major C(m x n) = alpha * op(A)(m x k) * op(B)(k x n) + beta * C. */
 static inline void tmpi_gemm(char ta, char tb, int m, int n, int k, float alpha,
@@ -158,6 +159,35 @@ static inline int tmpi_chunk(const tmpi_geom& g, size_t itemsize)
     return (int)nb;
 }
 
+/* Chunks of images go to OpenMP threads, each running single-threaded GEMMs on
+   its own buffers: one synchronisation per call instead of one per GEMM (a
+   multi-threaded GEMM per chunk waits for every BLAS thread each time, which
+   costs a scheduler slice per GEMM on a loaded machine), and im2col/col2im run
+   in parallel too. Needs the scipy-openblas thread-count functions (weak
+   symbols: without them, or with fewer chunks than threads, chunks run in
+   order on multi-threaded GEMMs as before). */
+extern "C" {
+void scipy_openblas_set_num_threads(int) __attribute__((weak));
+int scipy_openblas_get_num_threads(void) __attribute__((weak));
+}
+
+static int tmpi_chunk_threads(int nchunks)
+{
+    if (!scipy_openblas_set_num_threads || !scipy_openblas_get_num_threads) return 1;
+    const int t = omp_get_max_threads();
+    return t > 1 && nchunks >= t ? t : 1;
+}
+
+/* BLAS single-threaded while the chunks run in parallel; restored by release(). */
+struct tmpi_blas_serial {
+    int saved;
+    explicit tmpi_blas_serial(int threads) : saved(0)
+    {
+        if (threads > 1) { saved = scipy_openblas_get_num_threads(); scipy_openblas_set_num_threads(1); }
+    }
+    ~tmpi_blas_serial() { if (saved) scipy_openblas_set_num_threads(saved); }
+};
+
 /* dst (O x m*P, row stride m*P) <- gy[n0 .. n0+m) (each O x P). */
 template <typename T>
 static void tmpi_gather_gy(const T* gy, const tmpi_geom& g, int n0, int m, T* dst)
@@ -166,6 +196,36 @@ static void tmpi_gather_gy(const T* gy, const tmpi_geom& g, int n0, int m, T* ds
     for (int i = 0; i < m; ++i)
         for (int o = 0; o < g.O; ++o)
             memcpy(dst + o * ld + i * P, gy + ((size_t)(n0 + i) * g.O + o) * P, sizeof(T) * P);
+}
+
+template <typename T>
+static void tmpi_forward_chunk(const T* x, const T* w, const T* bias, T* out, const tmpi_geom& g,
+                               int n0, int m, int nb, T* cols, T* res, tmpi_padded<T>& xp)
+{
+    const int K = g.C * g.kh * g.kw, pointwise = tmpi_is_pointwise(g);
+    const size_t P = (size_t)g.Ho * g.Wo, ld = (size_t)m * P;
+    const T* b = x + (size_t)n0 * g.C * g.H * g.W;
+    if (!pointwise) {
+        for (int i = 0; i < m; ++i) {
+            xp.load(x + (size_t)(n0 + i) * g.C * g.H * g.W, g);
+            tmpi_im2col(xp.buf, xp.Hp, xp.Wp, g, cols + i * P, ld);
+        }
+        b = cols;
+    }
+    T* c = nb > 1 ? res : out + (size_t)n0 * g.O * P;
+    tmpi_gemm('N', 'N', g.O, (int)ld, K, (T)1, w, K, b, (int)ld, (T)0, c, (int)ld);
+    for (int i = 0; i < m; ++i) {
+        for (int o = 0; o < g.O; ++o) {
+            T* dst = out + ((size_t)(n0 + i) * g.O + o) * P;
+            const T* src = c + o * ld + i * P;
+            const T bo = bias ? bias[o] : (T)0;
+            if (src == dst) {
+                if (bias) for (size_t q = 0; q < P; ++q) dst[q] += bo;
+            } else {
+                for (size_t q = 0; q < P; ++q) dst[q] = src[q] + bo;
+            }
+        }
+    }
 }
 
 template <typename T>
@@ -180,42 +240,50 @@ static int tmpi_forward_impl(const T* x, const T* w, const T* bias, T* out, cons
         return 0;
     }
     const int pointwise = tmpi_is_pointwise(g), nb = tmpi_chunk(g, sizeof(T));
-    T* cols = pointwise ? NULL : (T*)malloc(sizeof(T) * (size_t)K * nb * P);
-    T* res = nb > 1 ? (T*)malloc(sizeof(T) * (size_t)g.O * nb * P) : NULL;
-    tmpi_padded<T> xp = {NULL, 0, 0};
-    if ((!pointwise && (!cols || xp.init(g) != 0)) || (nb > 1 && !res)) {
-        free(cols); free(res); free(xp.buf); PyErr_NoMemory(); return -1;
-    }
-    for (int n0 = 0; n0 < g.N; n0 += nb) {
-        const int m = g.N - n0 < nb ? g.N - n0 : nb;
-        const size_t ld = (size_t)m * P;
-        const T* b = x + (size_t)n0 * g.C * g.H * g.W;
-        if (!pointwise) {
-            for (int i = 0; i < m; ++i) {
-                xp.load(x + (size_t)(n0 + i) * g.C * g.H * g.W, g);
-                tmpi_im2col(xp.buf, xp.Hp, xp.Wp, g, cols + i * P, ld);
-            }
-            b = cols;
+    const int nchunks = (g.N + nb - 1) / nb, threads = tmpi_chunk_threads(nchunks);
+    int failed = 0;
+    tmpi_blas_serial blas(threads);
+    #pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+        T* cols = pointwise ? NULL : (T*)malloc(sizeof(T) * (size_t)K * nb * P);
+        T* res = nb > 1 ? (T*)malloc(sizeof(T) * (size_t)g.O * nb * P) : NULL;
+        tmpi_padded<T> xp = {NULL, 0, 0};
+        const int ok = !((!pointwise && (!cols || xp.init(g) != 0)) || (nb > 1 && !res));
+        if (!ok) {
+            #pragma omp atomic write
+            failed = 1;
         }
-        T* c = nb > 1 ? res : out + (size_t)n0 * g.O * P;
-        tmpi_gemm('N', 'N', g.O, (int)ld, K, (T)1, w, K, b, (int)ld, (T)0, c, (int)ld);
-        for (int i = 0; i < m; ++i) {
-            for (int o = 0; o < g.O; ++o) {
-                T* dst = out + ((size_t)(n0 + i) * g.O + o) * P;
-                const T* src = c + o * ld + i * P;
-                const T bo = bias ? bias[o] : (T)0;
-                if (src == dst) {
-                    if (bias) for (size_t q = 0; q < P; ++q) dst[q] += bo;
-                } else {
-                    for (size_t q = 0; q < P; ++q) dst[q] = src[q] + bo;
-                }
-            }
+        #pragma omp for schedule(static)
+        for (int chunk = 0; chunk < nchunks; ++chunk) {
+            const int n0 = chunk * nb, m = g.N - n0 < nb ? g.N - n0 : nb;
+            if (ok) tmpi_forward_chunk(x, w, bias, out, g, n0, m, nb, cols, res, xp);
         }
+        free(cols);
+        free(res);
+        free(xp.buf);
     }
-    free(cols);
-    free(res);
-    free(xp.buf);
+    if (failed) { PyErr_NoMemory(); return -1; }
     return 0;
+}
+
+/* dw += gy[n0 .. n0+m) x cols(x[n0 .. n0+m))^T */
+template <typename T>
+static void tmpi_grad_weights_chunk(const T* x, const T* gy, T* dw, const tmpi_geom& g, int n0, int m, int nb,
+                                    T* cols, T* gyc, tmpi_padded<T>& xp)
+{
+    const int K = g.C * g.kh * g.kw, pointwise = tmpi_is_pointwise(g);
+    const size_t P = (size_t)g.Ho * g.Wo, ld = (size_t)m * P;
+    const T* b = x + (size_t)n0 * g.C * g.H * g.W;
+    if (!pointwise) {
+        for (int i = 0; i < m; ++i) {
+            xp.load(x + (size_t)(n0 + i) * g.C * g.H * g.W, g);
+            tmpi_im2col(xp.buf, xp.Hp, xp.Wp, g, cols + i * P, ld);
+        }
+        b = cols;
+    }
+    const T* a = gy + (size_t)n0 * g.O * P;
+    if (nb > 1) { tmpi_gather_gy(gy, g, n0, m, gyc); a = gyc; }
+    tmpi_gemm('N', 'T', g.O, K, (int)ld, (T)1, a, (int)ld, b, (int)ld, (T)1, dw, K);
 }
 
 template <typename T>
@@ -225,34 +293,62 @@ static int tmpi_grad_weights_impl(const T* x, const T* gy, T* dw, const tmpi_geo
     const size_t P = (size_t)g.Ho * g.Wo;
     const size_t dw_size = (size_t)g.O * K;
     if (dw_size == 0) return 0;
-    if (g.N == 0 || P == 0) { memset(dw, 0, sizeof(T) * dw_size); return 0; }
+    memset(dw, 0, sizeof(T) * dw_size);
+    if (g.N == 0 || P == 0) return 0;
     const int pointwise = tmpi_is_pointwise(g), nb = tmpi_chunk(g, sizeof(T));
-    T* cols = pointwise ? NULL : (T*)malloc(sizeof(T) * (size_t)K * nb * P);
-    T* gyc = nb > 1 ? (T*)malloc(sizeof(T) * (size_t)g.O * nb * P) : NULL;
-    tmpi_padded<T> xp = {NULL, 0, 0};
-    if ((!pointwise && (!cols || xp.init(g) != 0)) || (nb > 1 && !gyc)) {
-        free(cols); free(gyc); free(xp.buf); PyErr_NoMemory(); return -1;
-    }
-    for (int n0 = 0; n0 < g.N; n0 += nb) {
-        const int m = g.N - n0 < nb ? g.N - n0 : nb;
-        const size_t ld = (size_t)m * P;
-        const T* b = x + (size_t)n0 * g.C * g.H * g.W;
-        if (!pointwise) {
-            for (int i = 0; i < m; ++i) {
-                xp.load(x + (size_t)(n0 + i) * g.C * g.H * g.W, g);
-                tmpi_im2col(xp.buf, xp.Hp, xp.Wp, g, cols + i * P, ld);
-            }
-            b = cols;
+    const int nchunks = (g.N + nb - 1) / nb, threads = tmpi_chunk_threads(nchunks);
+    /* every thread but the first sums into its own zeroed copy, added to dw at the end */
+    T* partial = threads > 1 ? (T*)calloc((size_t)(threads - 1) * dw_size, sizeof(T)) : NULL;
+    if (threads > 1 && !partial) { PyErr_NoMemory(); return -1; }
+    int failed = 0;
+    tmpi_blas_serial blas(threads);
+    #pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+        const int t = threads > 1 ? omp_get_thread_num() : 0;
+        T* mine = t == 0 ? dw : partial + (size_t)(t - 1) * dw_size;
+        T* cols = pointwise ? NULL : (T*)malloc(sizeof(T) * (size_t)K * nb * P);
+        T* gyc = nb > 1 ? (T*)malloc(sizeof(T) * (size_t)g.O * nb * P) : NULL;
+        tmpi_padded<T> xp = {NULL, 0, 0};
+        const int ok = !((!pointwise && (!cols || xp.init(g) != 0)) || (nb > 1 && !gyc));
+        if (!ok) {
+            #pragma omp atomic write
+            failed = 1;
         }
-        const T* a = gy + (size_t)n0 * g.O * P;
-        if (nb > 1) { tmpi_gather_gy(gy, g, n0, m, gyc); a = gyc; }
-        tmpi_gemm('N', 'T', g.O, K, (int)ld, (T)1, a, (int)ld, b, (int)ld,
-                  n0 == 0 ? (T)0 : (T)1, dw, K);
+        #pragma omp for schedule(static)
+        for (int chunk = 0; chunk < nchunks; ++chunk) {
+            const int n0 = chunk * nb, m = g.N - n0 < nb ? g.N - n0 : nb;
+            if (ok) tmpi_grad_weights_chunk(x, gy, mine, g, n0, m, nb, cols, gyc, xp);
+        }
+        free(cols);
+        free(gyc);
+        free(xp.buf);
     }
-    free(cols);
-    free(gyc);
-    free(xp.buf);
+    for (int t = 1; t < threads; ++t) {
+        const T* part = partial + (size_t)(t - 1) * dw_size;
+        for (size_t e = 0; e < dw_size; ++e) dw[e] += part[e];
+    }
+    free(partial);
+    if (failed) { PyErr_NoMemory(); return -1; }
     return 0;
+}
+
+template <typename T>
+static void tmpi_grad_inputs_chunk(const T* w, const T* gy, T* dx, const tmpi_geom& g, int n0, int m, int nb,
+                                   T* cols, T* gyc, tmpi_padded<T>& dxp)
+{
+    const int K = g.C * g.kh * g.kw, pointwise = tmpi_is_pointwise(g);
+    const size_t P = (size_t)g.Ho * g.Wo, ld = (size_t)m * P;
+    const size_t plane = (size_t)g.C * (pointwise ? 0 : dxp.Hp * dxp.Wp);
+    const T* a = gy + (size_t)n0 * g.O * P;
+    if (nb > 1) { tmpi_gather_gy(gy, g, n0, m, gyc); a = gyc; }
+    T* c = pointwise ? dx + (size_t)n0 * g.C * g.H * g.W : cols;
+    tmpi_gemm('T', 'N', K, (int)ld, g.O, (T)1, w, K, a, (int)ld, (T)0, c, (int)ld);
+    if (pointwise) return;
+    for (int i = 0; i < m; ++i) {
+        memset(dxp.buf, 0, sizeof(T) * plane);
+        tmpi_col2im(cols + i * P, ld, g, dxp.buf, dxp.Hp, dxp.Wp);
+        dxp.store(dx + (size_t)(n0 + i) * g.C * g.H * g.W, g);
+    }
 }
 
 template <typename T>
@@ -264,30 +360,29 @@ static int tmpi_grad_inputs_impl(const T* w, const T* gy, T* dx, const tmpi_geom
     if (dx_size == 0) return 0;
     if (g.O == 0 || P == 0) { memset(dx, 0, sizeof(T) * dx_size); return 0; }
     const int pointwise = tmpi_is_pointwise(g), nb = tmpi_chunk(g, sizeof(T));
-    T* cols = pointwise ? NULL : (T*)malloc(sizeof(T) * (size_t)K * nb * P);
-    T* gyc = nb > 1 ? (T*)malloc(sizeof(T) * (size_t)g.O * nb * P) : NULL;
-    tmpi_padded<T> dxp = {NULL, 0, 0};
-    if ((!pointwise && (!cols || dxp.init(g) != 0)) || (nb > 1 && !gyc)) {
-        free(cols); free(gyc); free(dxp.buf); PyErr_NoMemory(); return -1;
-    }
-    const size_t plane = (size_t)g.C * (pointwise ? 0 : dxp.Hp * dxp.Wp);
-    for (int n0 = 0; n0 < g.N; n0 += nb) {
-        const int m = g.N - n0 < nb ? g.N - n0 : nb;
-        const size_t ld = (size_t)m * P;
-        const T* a = gy + (size_t)n0 * g.O * P;
-        if (nb > 1) { tmpi_gather_gy(gy, g, n0, m, gyc); a = gyc; }
-        T* c = pointwise ? dx + (size_t)n0 * g.C * g.H * g.W : cols;
-        tmpi_gemm('T', 'N', K, (int)ld, g.O, (T)1, w, K, a, (int)ld, (T)0, c, (int)ld);
-        if (pointwise) continue;
-        for (int i = 0; i < m; ++i) {
-            memset(dxp.buf, 0, sizeof(T) * plane);
-            tmpi_col2im(cols + i * P, ld, g, dxp.buf, dxp.Hp, dxp.Wp);
-            dxp.store(dx + (size_t)(n0 + i) * g.C * g.H * g.W, g);
+    const int nchunks = (g.N + nb - 1) / nb, threads = tmpi_chunk_threads(nchunks);
+    int failed = 0;
+    tmpi_blas_serial blas(threads);
+    #pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+        T* cols = pointwise ? NULL : (T*)malloc(sizeof(T) * (size_t)K * nb * P);
+        T* gyc = nb > 1 ? (T*)malloc(sizeof(T) * (size_t)g.O * nb * P) : NULL;
+        tmpi_padded<T> dxp = {NULL, 0, 0};
+        const int ok = !((!pointwise && (!cols || dxp.init(g) != 0)) || (nb > 1 && !gyc));
+        if (!ok) {
+            #pragma omp atomic write
+            failed = 1;
         }
+        #pragma omp for schedule(static)
+        for (int chunk = 0; chunk < nchunks; ++chunk) {
+            const int n0 = chunk * nb, m = g.N - n0 < nb ? g.N - n0 : nb;
+            if (ok) tmpi_grad_inputs_chunk(w, gy, dx, g, n0, m, nb, cols, gyc, dxp);
+        }
+        free(cols);
+        free(gyc);
+        free(dxp.buf);
     }
-    free(cols);
-    free(gyc);
-    free(dxp.buf);
+    if (failed) { PyErr_NoMemory(); return -1; }
     return 0;
 }
 

@@ -1,4 +1,4 @@
-"""C++ support code for the Pool2d ops (plain loops over (N*C) planes).
+"""C++ support code for the Pool2d ops (loops over (N*C) planes, shared out by OpenMP).
 
 Max pooling follows torch: a window's maximum is replaced by a later element
 only when that element is strictly greater (ties keep the first maximum) or
@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 
 #: Bump when the C text below changes (part of pytensor's compile-cache key).
-C_CODE_VERSION = 4
+C_CODE_VERSION = 5
 
 SUPPORT_CODE = r"""
 #include <string.h>
@@ -86,14 +86,42 @@ static void tmpi_pool_fwd_clipped(const T* xp, T* yp, const tmpi_pgeom& g, int i
     }
 }
 
+/* The common 2x2, stride-2, unpadded max pool: one pass per output row, the
+   window's four values compared in row-major order (first maximum wins). */
+template <typename T>
+static void tmpi_max_fwd_2x2(const T* __restrict xp, T* __restrict yp, const tmpi_pgeom& g)
+{
+    for (int oh = 0; oh < g.Ho; ++oh) {
+        const T* __restrict r0 = xp + (size_t)(2 * oh) * g.W;
+        const T* __restrict r1 = r0 + g.W;
+        T* __restrict y = yp + (size_t)oh * g.Wo;
+        for (int ow = 0; ow < g.Wo; ++ow) {
+            T m = r0[2 * ow];
+            T v = r0[2 * ow + 1]; m = tmpi_pool_better(v, m) ? v : m;
+            v = r1[2 * ow]; m = tmpi_pool_better(v, m) ? v : m;
+            v = r1[2 * ow + 1]; m = tmpi_pool_better(v, m) ? v : m;
+            y[ow] = m;
+        }
+    }
+}
+
+static inline int tmpi_is_2x2(const tmpi_pgeom& g)
+{
+    return g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0;
+}
+
+/* Planes are independent: OpenMP shares them out (OMP_NUM_THREADS threads). */
 template <typename T>
 static void tmpi_pool_fwd_impl(const T* x, T* y, const tmpi_pgeom& g, int is_max)
 {
     const int unpadded = g.ph == 0 && g.pw == 0;
+    const int two_by_two = is_max && tmpi_is_2x2(g);
+    #pragma omp parallel for schedule(static) if ((size_t)g.NC * g.H * g.W > 32768)
     for (int p = 0; p < g.NC; ++p) {
         const T* xp = x + (size_t)p * g.H * g.W;
         T* yp = y + (size_t)p * g.Ho * g.Wo;
-        if (is_max && unpadded) tmpi_max_fwd_unpadded(xp, yp, g);
+        if (two_by_two) tmpi_max_fwd_2x2(xp, yp, g);
+        else if (is_max && unpadded) tmpi_max_fwd_unpadded(xp, yp, g);
         else tmpi_pool_fwd_clipped(xp, yp, g, is_max);
     }
 }
@@ -171,22 +199,30 @@ template <typename T>
 static int tmpi_pool_grad_impl(const T* x, const T* gy, T* dx, const tmpi_pgeom& g, int is_max)
 {
     const int disjoint = is_max && g.ph == 0 && g.pw == 0 && g.sh >= g.kh && g.sw >= g.kw;
-    T* best = NULL;
-    int* arg = NULL;
-    if (disjoint) {
-        best = (T*)malloc(sizeof(T) * (size_t)(g.Wo + 1));
-        arg = (int*)malloc(sizeof(int) * (size_t)(g.Wo + 1));
-        if (!best || !arg) { free(best); free(arg); PyErr_NoMemory(); return -1; }
+    int failed = 0;
+    #pragma omp parallel if ((size_t)g.NC * g.H * g.W > 32768)
+    {
+        /* per-thread scratch rows of the disjoint case */
+        T* best = disjoint ? (T*)malloc(sizeof(T) * (size_t)(g.Wo + 1)) : NULL;
+        int* arg = disjoint ? (int*)malloc(sizeof(int) * (size_t)(g.Wo + 1)) : NULL;
+        const int ok = !disjoint || (best && arg);
+        if (!ok) {
+            #pragma omp atomic write
+            failed = 1;
+        }
+        #pragma omp for schedule(static)
+        for (int p = 0; p < g.NC; ++p) {
+            if (!ok) continue;
+            const T* xp = x + (size_t)p * g.H * g.W;
+            const T* gp = gy + (size_t)p * g.Ho * g.Wo;
+            T* dp = dx + (size_t)p * g.H * g.W;
+            if (disjoint) tmpi_max_grad_disjoint(xp, gp, dp, g, best, arg);
+            else tmpi_pool_grad_clipped(xp, gp, dp, g, is_max);
+        }
+        free(best);
+        free(arg);
     }
-    for (int p = 0; p < g.NC; ++p) {
-        const T* xp = x + (size_t)p * g.H * g.W;
-        const T* gp = gy + (size_t)p * g.Ho * g.Wo;
-        T* dp = dx + (size_t)p * g.H * g.W;
-        if (disjoint) tmpi_max_grad_disjoint(xp, gp, dp, g, best, arg);
-        else tmpi_pool_grad_clipped(xp, gp, dp, g, is_max);
-    }
-    free(best);
-    free(arg);
+    if (failed) { PyErr_NoMemory(); return -1; }
     return 0;
 }
 

@@ -197,6 +197,12 @@ class _ConvOpBase(BlasCFlagsMixin, COp):
     def c_support_code(self, **kwargs):
         return _conv_c.support_code()
 
+    def c_compile_args(self, **kwargs):
+        return [*super().c_compile_args(**kwargs), "-fopenmp"]  # image chunks over OMP_NUM_THREADS threads
+
+    def c_libraries(self, **kwargs):
+        return [*super().c_libraries(**kwargs), "gomp"]
+
     def c_code_cache_version(self):
         return _conv_c.cache_version()
 

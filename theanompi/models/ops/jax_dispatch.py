@@ -1,4 +1,4 @@
-"""JAX implementations of the conv/pool Ops for pytensor's JAX backend.
+"""JAX implementations of the conv/pool/batch-norm Ops for pytensor's JAX backend.
 
 :func:`register` adds them to ``pytensor.link.jax.dispatch.jax_funcify`` when
 that module imports (i.e. when jax is installed) and does nothing otherwise,
@@ -55,6 +55,20 @@ def _lax_pool(pool_size, stride, pad, mode):
     return pool
 
 
+def _bn_forward(epsilon):
+    import jax.numpy as jnp
+
+    def batch_norm_train(x, gamma, beta):
+        axes = (0,) + tuple(range(2, x.ndim))
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        mean = jnp.mean(x, axis=axes)
+        inv_std = 1 / jnp.sqrt(jnp.var(x, axis=axes) + jnp.asarray(epsilon, x.dtype))
+        y = (x - mean.reshape(shape)) * (gamma * inv_std).reshape(shape) + beta.reshape(shape)
+        return y, mean, inv_std
+
+    return batch_norm_train
+
+
 def register() -> bool:
     """Register the JAX implementations; return whether the JAX backend is available."""
     global _registered
@@ -75,6 +89,7 @@ def register() -> bool:
         Conv2dGradInputs,
         Conv2dGradWeights,
     )
+    from theanompi.models.ops.batch_norm import BatchNormTrain, BatchNormTrainGrad
     from theanompi.models.ops.pool import Pool2d, Pool2dGrad
 
     @jax_funcify.register(Conv2d)
@@ -124,6 +139,21 @@ def register() -> bool:
             return jax.vjp(pool, x)[1](gy)[0]
 
         return pool_grad
+
+    @jax_funcify.register(BatchNormTrain)
+    def _batch_norm_train(op, **kwargs):
+        return _bn_forward(op.epsilon)
+
+    @jax_funcify.register(BatchNormTrainGrad)
+    def _batch_norm_train_grad(op, **kwargs):
+        forward = _bn_forward(op.epsilon)
+
+        def batch_norm_train_grad(x, gamma, mean, inv_std, gy):
+            # mean/inv_std are recomputed inside the vjp (same values): the cotangent goes through y only
+            _, pullback = jax.vjp(lambda x_, g_, b_: forward(x_, g_, b_)[0], x, gamma, jnp.zeros_like(gamma))
+            return pullback(gy)
+
+        return batch_norm_train_grad
 
     _registered = True
     return True

@@ -171,6 +171,12 @@ class _PoolOpBase(COp):
     def c_support_code(self, **kwargs):
         return _pool_c.SUPPORT_CODE
 
+    def c_compile_args(self, **kwargs):
+        return ["-fopenmp"]  # planes are shared out over OMP_NUM_THREADS threads
+
+    def c_libraries(self, **kwargs):
+        return ["gomp"]
+
     def c_code_cache_version(self):
         return _pool_c.cache_version()
 

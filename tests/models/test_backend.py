@@ -1,0 +1,87 @@
+"""theanompi's pytensor configuration holds whatever the import order; OPENBLAS_CORETYPE is chosen and reported.
+
+Each case runs in a fresh interpreter, since pytensor reads its configuration at import.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from theanompi.backend import AVX512_FEATURES, choose_openblas_coretype, default_cache_dir, usable_cpu_features
+
+ROOT = Path(__file__).resolve().parents[2]
+
+REPORT = """
+import json, numpy as np, pytensor, pytensor.tensor as pt
+from pytensor import config
+from theanompi.backend import blas_report
+x = pt.matrix("x")
+f = pytensor.function([x], pt.dot(x, x))
+a = np.arange(16, dtype=config.floatX).reshape(4, 4) / 16
+assert np.allclose(f(a), a @ a, rtol=1e-5)
+print(json.dumps({"mode": str(config.mode), "linker": config.linker, "floatX": config.floatX,
+                  "blas": config.blas__ldflags, "compiledir": str(config.compiledir),
+                  "ops": [type(node.op).__name__ for node in f.maker.fgraph.toposort()], **blas_report()}))
+"""
+
+
+def run_python(code: str, **env_changes: str | None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTENSORRC", "PYTENSOR_FLAGS", "OPENBLAS_CORETYPE")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env.update({k: v for k, v in env_changes.items() if v is not None})
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
+
+
+def report(first_import: str, **env_changes: str | None) -> dict:
+    proc = run_python(f"{first_import}\nimport theanompi.models.layers\n{REPORT}", **env_changes)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("first_import", ["import theanompi", "import pytensor", "import pytensor.tensor as pt"])
+def test_any_import_order_gives_c_backend_with_blas(first_import):
+    got = report(first_import)
+    assert (got["mode"], got["linker"], got["floatX"]) == ("FAST_RUN", "cvm", "float32")
+    assert "scipy_sgemm_" in got["blas"]                  # the real BLAS, not NumPy's C-API fallback
+    assert got["ops"] == ["Dot22"] and got["compiledir"].startswith(str((default_cache_dir() / "pytensor").resolve()))
+
+
+def test_pytensor_first_keeps_the_users_own_flags():
+    got = report("import pytensor", PYTENSOR_FLAGS="floatX=float64,mode=FAST_COMPILE")
+    assert (got["floatX"], got["mode"], got["linker"]) == ("float64", "FAST_COMPILE", "cvm")
+    assert "scipy_sgemm_" in got["blas"]
+
+
+def test_setting_that_cannot_change_any_more_stops_with_one_line():
+    code = ("import pytensor\n"
+            "pytensor.config._config_var_dict['linker']._mutable = False\n"  # as a frozen setting behaves
+            "import theanompi\n")
+    proc = run_python(code)
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("RuntimeError: pytensor was imported before theanompi") and "import theanompi before pytensor" in last
+
+
+def test_openblas_coretype_user_choice_wins_and_is_reported():
+    got = report("import theanompi", OPENBLAS_CORETYPE="Haswell")
+    assert (got["coretype"], got["chosen_by"], got["corename"]) == ("Haswell", "user", "Haswell")
+
+
+def test_openblas_coretype_follows_the_os_enabled_cpu_features():
+    got = report("import theanompi")
+    if all(usable_cpu_features().get(name) for name in AVX512_FEATURES):
+        assert (got["coretype"], got["chosen_by"], got["corename"]) == ("SkylakeX", "theanompi", "SkylakeX")
+    else:  # AVX-512 kernels would die of SIGILL here: OpenBLAS's own choice stands
+        assert (got["coretype"], got["chosen_by"]) == (None, "openblas") and got["corename"]
+
+
+def test_choose_openblas_coretype_without_avx512_leaves_the_environment_alone():
+    env: dict[str, str] = {}
+    features = {name: True for name in AVX512_FEATURES} | {"AVX512BW": False}
+    assert choose_openblas_coretype(env, features=features) == (None, "openblas") and env == {}
