@@ -58,7 +58,7 @@ def is_shared_variable(var) -> bool:
 class SharedVariableAccess:
     """Values of pytensor shared variables: their storage, written in place where it can take it."""
 
-    kind = "pytensor shared variable"
+    kind = "pytensor shared variables"
 
     @staticmethod
     def value(var):
@@ -93,7 +93,7 @@ class SharedVariableAccess:
 class TorchTensorAccess:
     """Values of torch tensors: NumPy (CPU) or CuPy (CUDA, via DLPack) views of their memory."""
 
-    kind = "torch.Tensor"
+    kind = "torch tensors"
 
     @staticmethod
     def value(var):
@@ -178,4 +178,4 @@ def check_params(params, owner: str) -> None:
             raise ContractError(f"{owner}: params[{i}] is {type(p).__name__}, not a pytensor shared variable "
                                 "or a torch.Tensor") from None
     if len(kinds) > 1:
-        raise ContractError(f"{owner}: params mix {' and '.join(sorted(kinds))}s; use one kind")
+        raise ContractError(f"{owner}: params mix {' and '.join(sorted(kinds))}; use one kind")

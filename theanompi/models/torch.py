@@ -29,8 +29,8 @@ MODEL_* options: ``batch_size``, ``lr``, ``momentum``, ``weight_decay``, ``n_epo
 (ClassifierModel's defaults and checks, from
 :class:`theanompi.models.hyperparams.ClassifierHyperParams`).
 
-Without torch installed, importing this module raises a ConfigError saying to
-install the ``[torch]`` extra (the launcher prints it as its one error line).
+Without torch installed, a ModelClass built on this module fails at launch with
+one line naming the ``[torch]`` extra to install (``theanompi.model_loader``).
 
 Example
 -------
@@ -59,15 +59,10 @@ import os
 import numpy as np
 
 from theanompi import arrays
-from theanompi.errors import ConfigError
 from theanompi.models.hyperparams import ClassifierHyperParams
 from theanompi.recorder import Recorder  # noqa: F401  (docstring example)
 
-try:
-    import torch  # absolute import: the real PyTorch, not this module
-except ImportError:
-    raise ConfigError("theanompi.models.torch needs PyTorch, which is not installed: "
-                      "pip install 'theanompi[torch]' (tested with torch 2.13.0)") from None
+import torch  # absolute import: the real PyTorch, not this module
 
 
 def set_intra_op_threads() -> int:
