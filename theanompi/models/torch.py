@@ -145,7 +145,7 @@ class TorchClassifierModel(ClassifierHyperParams):
     def _gradient(self, xb, yb):
         """Forward and backward on one batch: the gradient (weight decay included) lands in :attr:`flat_grad`."""
         x = torch.from_numpy(xb).to(self.device, non_blocking=True)
-        y = torch.from_numpy(yb).to(self.device, non_blocking=True)
+        y = torch.from_numpy(yb).to(self.device, non_blocking=True).long()  # any DataClass's int labels
         self.network.train()
         self.flat_grad.zero_()
         logits = self.network(x)
@@ -210,7 +210,7 @@ class TorchClassifierModel(ClassifierHyperParams):
         self.network.eval()
         with torch.no_grad():
             x = torch.from_numpy(xb).to(self.device, non_blocking=True)
-            y = torch.from_numpy(yb).to(self.device, non_blocking=True)
+            y = torch.from_numpy(yb).to(self.device, non_blocking=True).long()  # any DataClass's int labels
             loss, error = self.loss_and_error(self.network(x), y)
         recorder.record_val(float(loss), float(error), len(yb))
 
