@@ -45,6 +45,12 @@ def test_docstring_examples(module):
     assert result.attempted > 0 and result.failed == 0
 
 
+def test_example_docstring():
+    module = sys.modules[load_model_class(EXAMPLE, "DigitsCNN").__module__]
+    result = doctest.testmod(module)
+    assert result.attempted > 0 and result.failed == 0
+
+
 def test_models_torch_imports_the_real_torch():
     import theanompi.models.torch as ours
 

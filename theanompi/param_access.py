@@ -21,10 +21,12 @@ Example
 >>> assign(w, np.ones(3, "float32"), scale=2.0)
 >>> current_value(w).tolist(), param_name(w)
 ([2.0, 2.0, 2.0], 'w')
->>> import torch                                                  # doctest: +SKIP
->>> t = torch.zeros(3)                                            # doctest: +SKIP
->>> assign(t, np.arange(3, dtype="float32")); t.tolist()          # doctest: +SKIP
+>>> import torch
+>>> t = torch.zeros(3)
+>>> assign(t, np.arange(3, dtype="float32")); t.tolist()
 [0.0, 1.0, 2.0]
+>>> np.shares_memory(current_value(t), t.numpy())   # a view of the tensor's memory, not a copy
+True
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ from theanompi.errors import ContractError
 
 def is_torch_tensor(var) -> bool:
     """True for a ``torch.Tensor`` (without importing torch when the model did not)."""
-    if "torch" not in sys.modules or not type(var).__module__.startswith("torch"):
-        return False
+    if "torch" not in sys.modules or not any(c.__module__.startswith("torch") for c in type(var).__mro__):
+        return False  # (a user's Parameter subclass still has torch's classes in its MRO)
     import torch
 
     return isinstance(var, torch.Tensor)

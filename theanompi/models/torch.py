@@ -57,12 +57,11 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import torch  # absolute import: the real PyTorch, not this module
 
 from theanompi import arrays
 from theanompi.models.hyperparams import ClassifierHyperParams
 from theanompi.recorder import Recorder  # noqa: F401  (docstring example)
-
-import torch  # absolute import: the real PyTorch, not this module
 
 
 def set_intra_op_threads() -> int:
