@@ -8,7 +8,7 @@ Example
 >>> from theanompi.contract import WorkerConfig
 >>> model = DigitsCNN(WorkerConfig(rank=0, size=1, seed=0, device="cpu0"))
 >>> model.data.x_train.shape, sum(p.numel() for p in model.params)
-((1500, 1, 8, 8), 17226)
+((1500, 1, 8, 8), 17258)
 """
 
 import torch
