@@ -120,6 +120,33 @@ def test_intra_op_threads_follow_the_rank_thread_count(monkeypatch):
         torch.set_num_threads(before)
 
 
+def test_sync_state_averages_batch_norm_statistics_over_workers():
+    from theanompi.models.torch import TorchClassifierModel
+
+    class WithBN(TorchClassifierModel):
+        def build_data(self):
+            x = np.zeros((8, 3), "float32")
+            return self.shard(x, np.zeros(8, "int64"), x, np.zeros(8, "int64"))
+
+        def build_network(self):
+            return torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 2))
+
+    class OtherWorkerHasThreeTimesMine:  # stands in for a 2-worker communicator
+        def allreduce(self, buffer):
+            return buffer * 4
+
+        def Get_size(self):
+            return 2
+
+    model = WithBN(WorkerConfig(rank=0, size=1, seed=0, device="cpu0"))
+    bn = model.network[1]
+    bn.running_mean.fill_(1.0)
+    pointer = bn.running_mean.data_ptr()
+    model.sync_state(OtherWorkerHasThreeTimesMine())
+    assert bn.running_mean.tolist() == [2.0] * 4 and bn.running_var.tolist() == [2.0] * 4
+    assert bn.running_mean.data_ptr() == pointer and int(bn.num_batches_tracked) == 0  # in place; ints untouched
+
+
 def test_params_of_two_kinds_break_the_contract():
     import pytensor
 
