@@ -188,11 +188,12 @@ RULES = {
 
 @pytest.mark.parametrize("rule", sorted(RULES))
 def test_digits_cnn_learns_under_every_rule_with_two_workers(tmp_path, rule):
-    cfg = write_cfg(tmp_path / "s.cfg", N_EPOCHS=4, RUN_DIR="run", **TORCH, **RULES[rule])
+    cfg = write_cfg(tmp_path / "s.cfg", N_EPOCHS=6, RUN_DIR="run", **TORCH, **RULES[rule])
     proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     result = summary(tmp_path / "run")
-    assert result["workers"] == 2 and result["epochs"] == 4
+    assert result["workers"] == 2 and result["epochs"] == 6
+    # asynchronous rules vary with message timing: 6 epochs leave a margin (94.6-97 % after 4 for EASGD)
     assert result["final_val_accuracy"] >= 0.95, result["final_val_accuracy"]
 
 
