@@ -98,7 +98,8 @@ class TorchClassifierModel(ClassifierHyperParams):
         self.params = [p for _, p in named]
         self.lr = torch.tensor(float(self.hp["lr"]), dtype=torch.float32)
         mu = self.hp["momentum"]
-        self.velocities = [torch.zeros_like(p, memory_format=torch.contiguous_format) for p in self.params] if mu else []
+        self.velocities = [torch.zeros_like(p, memory_format=torch.contiguous_format) for p in self.params
+                           ] if mu else []
         self.state_vars = [self.lr, *self.velocities]  # checkpointed with params
         self.decayed = [i for i, p in enumerate(self.params) if p.dim() > 1]  # weight decay: weights, not biases
         self.sync_type = None
@@ -131,7 +132,8 @@ class TorchClassifierModel(ClassifierHyperParams):
         self.sync_type = sync_type
         dtypes = sorted({str(p.dtype) for p in self.params})
         if len(dtypes) != 1:
-            raise ContractError(f"{type(self).__name__}: params must share one dtype to be fused; got {', '.join(dtypes)}")
+            raise ContractError(f"{type(self).__name__}: params must share one dtype to be fused; "
+                                f"got {', '.join(dtypes)}")
         self.flat_grad = torch.zeros(sum(p.numel() for p in self.params), dtype=self.params[0].dtype,
                                      device=self.device)
         self._grad_ptrs, start = [], 0
