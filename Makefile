@@ -28,6 +28,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/cnn_step_vs_torch.py
 	$(BIN)/python benchmarks/rules_time_to_accuracy.py
 	$(BIN)/python benchmarks/scaling_vs_ddp.py
+	$(BIN)/python benchmarks/torch_bsp_vs_ddp.py
 	$(BIN)/python benchmarks/jax_step_vs_pure_jax.py
 	$(BIN)/python benchmarks/device_exchange.py
 

@@ -1,4 +1,4 @@
-"""Install theanompi: ``pip install -e .`` (extras: test, bench, cuda)."""
+"""Install theanompi: ``pip install -e .`` (extras: test, bench, torch, keras, jax, cuda)."""
 
 from setuptools import find_packages, setup
 
@@ -22,6 +22,8 @@ EXTRAS = {
     # torch 2.13.0 is the CPU build available offline on the dev machines; a looser
     # range would pull the registry's newest CUDA build (several GB).
     "bench": ["torch==2.13.0"],
+    # PyTorch ModelClasses (theanompi.models.torch.TorchClassifierModel); the same tested version as bench
+    "torch": ["torch==2.13.0"],
     "cuda": ["cupy-cuda12x>=14.2", "jax[cuda12]>=0.10.2"],
 }
 

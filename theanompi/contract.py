@@ -2,7 +2,9 @@
 
 A ModelClass is constructed as ``ModelClass(config)`` (a :class:`WorkerConfig`) and has
 
-* ``params``: list of pytensor shared variables (trainable parameters)
+* ``params``: list of trainable parameters, all pytensor shared variables or all
+  ``torch.Tensor`` s (see :mod:`theanompi.param_access`; ``theanompi.models.torch``
+  builds such a model from a ``torch.nn.Module``)
 * ``data``: a DataClass with integer ``n_batch_train`` (>= 1) and ``n_batch_val`` (>= 0)
 * ``compile_iter_fns(sync_type)``: compile the functions ``train_iter``/``val_iter`` use.
   ``sync_type`` is ``'cdd'`` (two-phase step, below) or anything else (``'avg'``,
@@ -19,7 +21,7 @@ A ModelClass is constructed as ``ModelClass(config)`` (a :class:`WorkerConfig`) 
 * ``val_iter(count, recorder)``: evaluate validation batch ``count``
 * ``adjust_hyperp(epoch)``: called at the start of every epoch (learning rate, data epoch)
 * ``cleanup()``: release data loaders, files, ...
-* ``state_vars`` (optional): shared variables beyond ``params`` that a checkpoint must
+* ``state_vars`` (optional): variables (of the params' kind) beyond ``params`` that a checkpoint must
   hold (optimizer velocities, the learning rate, ...).
 * ``sync_state(comm)`` (optional): called on every worker at each epoch end, before
   validation, with the workers' communicator: pool non-exchanged state such as
@@ -111,12 +113,11 @@ def check_model_instance(model: Any, sync_type: str | None = None) -> None:
     check_model_class(type(model))
     params = getattr(model, "params", None)
     if not isinstance(params, (list, tuple)) or not params:
-        raise ContractError(f"ModelClass {name!r}: 'params' must be a non-empty list of shared variables")
-    from pytensor.compile.sharedvalue import SharedVariable
+        raise ContractError(f"ModelClass {name!r}: 'params' must be a non-empty list of shared variables "
+                            "or torch tensors")
+    from theanompi.param_access import check_params
 
-    for i, p in enumerate(params):
-        if not isinstance(p, SharedVariable):
-            raise ContractError(f"ModelClass {name!r}: params[{i}] is {type(p).__name__}, not a pytensor shared variable")
+    check_params(params, f"ModelClass {name!r}")
     data = getattr(model, "data", None)
     if data is None:
         raise ContractError(f"ModelClass {name!r} lacks attribute 'data' (a DataClass)")

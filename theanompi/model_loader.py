@@ -20,6 +20,9 @@ from pathlib import Path
 
 from theanompi.errors import ConfigError
 
+#: Optional libraries a ModelClass may build on -> the theanompi extra that installs the tested version.
+OPTIONAL_EXTRAS = {"torch": "torch", "keras": "keras", "jax": "jax"}
+
 
 def _import_file(path: Path):
     name = f"theanompi_user_model_{path.stem}"
@@ -33,7 +36,22 @@ def _import_file(path: Path):
 
 
 def import_model_module(modelfile: str, cwd: str | None = None):
-    """Import MODELFILE; relative names resolve against ``cwd`` (the launch directory)."""
+    """Import MODELFILE; relative names resolve against ``cwd`` (the launch directory).
+
+    A model needing an optional library that is not installed (torch, keras, jax) gets one
+    ConfigError line naming the extra to install.
+    """
+    try:
+        return _import_model_module(modelfile, cwd)
+    except ModuleNotFoundError as err:
+        top = (err.name or "").split(".")[0]
+        if top in OPTIONAL_EXTRAS:
+            raise ConfigError(f"MODELFILE={modelfile!r} needs {top}, which is not installed: "
+                              f"pip install 'theanompi[{OPTIONAL_EXTRAS[top]}]'") from None
+        raise
+
+
+def _import_model_module(modelfile: str, cwd: str | None):
     try:
         import mpi4py
 

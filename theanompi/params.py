@@ -19,6 +19,9 @@ where="device")`` then keeps the fused buffer in the params' memory: a CuPy arra
 a GPU (filled from the params through DLPack, no host copy), a NumPy array on a CPU
 jax; ``where="host"`` (the default) always gives a NumPy buffer. Code that works on
 the buffer uses ``fused.xp`` (numpy or cupy) for its arithmetic.
+
+The params may also be ``torch.Tensor`` s (:mod:`theanompi.param_access`): the buffer
+is then filled from, and written back into, the tensors' memory (CuPy for CUDA tensors).
 """
 
 from __future__ import annotations
@@ -27,38 +30,12 @@ import numpy as np
 
 from theanompi import arrays
 from theanompi.errors import ContractError
+from theanompi.param_access import assign, current_value, param_name
+
+__all__ = ["WHERE", "FlatLayout", "FusedParams", "assign"]  # assign: re-exported (models import it from here)
 
 #: Where a fused buffer may live (see :class:`FusedParams`).
 WHERE = ("host", "device")
-
-
-def assign(var, value, scale: float | None = None) -> None:
-    """Set shared variable ``var`` to ``value`` (times ``scale``), writing into its current storage.
-
-    Writing in place keeps the array a compiled function was built around: replacing it
-    with ``set_value`` after compilation measurably slows later calls (24 vs 16 ms per CNN
-    step here). A storage holding a ``jax.Array`` (JAX mode) gets a new jax array on its
-    device (jax arrays are immutable; ``set_value`` would put a host array there). Falls back
-    to ``set_value`` when a NumPy storage cannot take the value in place (another shape or
-    dtype, a read-only array).
-    """
-    storage = var.get_value(borrow=True)
-    if arrays.is_jax(storage):
-        if scale is not None:
-            value = value * np.dtype(storage.dtype).type(scale)
-        var.container.storage[0] = arrays.to_jax(value, dtype=storage.dtype, copy=True).reshape(storage.shape)
-        return
-    value = arrays.to_host(value)
-    if (isinstance(storage, np.ndarray) and storage.shape == np.shape(value) and storage.flags.writeable
-            and storage.dtype == np.asarray(value).dtype):
-        if scale is None:
-            np.copyto(storage, value)
-        else:
-            np.multiply(value, storage.dtype.type(scale), out=storage)
-        return
-    dtype = getattr(storage, "dtype", None)
-    new = np.array(value, dtype=dtype) if scale is None else np.multiply(value, scale, dtype=dtype)
-    var.set_value(new, borrow=True)
 
 
 class FlatLayout:
@@ -97,10 +74,10 @@ class FusedParams:
         if where not in WHERE:
             raise ValueError(f"where={where!r} is not one of: {', '.join(WHERE)}")
         self.params = list(params)
-        values = [p.get_value(borrow=True) for p in self.params]
+        values = [current_value(p) for p in self.params]
         dtypes = {np.dtype(v.dtype) for v in values}
         if len(dtypes) != 1:
-            names = ", ".join(f"{p.name or i}:{v.dtype}" for i, (p, v) in enumerate(zip(self.params, values)))
+            names = ", ".join(f"{param_name(p) or i}:{v.dtype}" for i, (p, v) in enumerate(zip(self.params, values)))
             raise ContractError(f"params must share one dtype to be fused; got {names}")
         self.dtype = dtypes.pop()
         self.where = where
@@ -133,13 +110,13 @@ class FusedParams:
                 return None
         for i, view in enumerate(self.layout.views(flat)):
             if not bool(xp.isfinite(view).all()):
-                name = self.params[i].name or "unnamed"
+                name = param_name(self.params[i]) or "unnamed"
                 return f"{name!r} (params[{i}])"
         return None
 
     def read(self):
         """Current parameter values packed into the (reused) fused buffer."""
-        values = (arrays.as_buffer(p.get_value(borrow=True), self.xp) for p in self.params)
+        values = (arrays.as_buffer(current_value(p), self.xp) for p in self.params)
         return self.layout.pack(values, self.buffer)
 
     def stage(self, vector):

@@ -22,7 +22,7 @@ from theanompi import rank_context
 from theanompi.contract import WorkerConfig, check_model_instance
 from theanompi.errors import ContractError
 from theanompi.model_loader import load_model_class
-from theanompi.params import assign
+from theanompi.param_access import assign, current_value, host_copy
 from theanompi.theano_mpi_contract import TheanoMPIModel, follows_theanompi_contract
 
 log = logging.getLogger("theanompi")
@@ -122,7 +122,7 @@ class Progress:
 
 def save_final_params(params, run_dir: Path) -> Path:
     """Rank 0 writes the final parameters (param order) to ``RUN_DIR/final_params.npz``."""
-    arrays = {f"p{i:03d}": np.asarray(p.get_value()) for i, p in enumerate(params)}
+    arrays = {f"p{i:03d}": host_copy(p) for i, p in enumerate(params)}
     path = Path(run_dir) / "final_params.npz"
     tmp = path.with_suffix(".tmp.npz")
     np.savez(tmp, **arrays)
@@ -209,7 +209,7 @@ class WorkerLoop:
             if len(variables) != len(values):
                 raise ContractError(f"RESUME={path!r}: the checkpoint has {len(values)} {what}, the model {len(variables)}")
             for i, (var, value) in enumerate(zip(variables, values)):
-                current = var.get_value(borrow=True)
+                current = current_value(var)
                 if np.shape(current) != np.shape(value):
                     raise ContractError(f"RESUME={path!r}: {what}[{i}] has shape {np.shape(value)} in the checkpoint, "
                                         f"{np.shape(current)} in the model")
@@ -224,8 +224,8 @@ class WorkerLoop:
         """Collective: worker 0 writes every worker's params and state after ``epoch``."""
         from theanompi.checkpoint import save_checkpoint
 
-        mine = ([np.array(p.get_value()) for p in self.model.params],
-                [np.array(v.get_value()) for v in self.state_vars()], self.rule_state())
+        mine = ([host_copy(p) for p in self.model.params], [host_copy(v) for v in self.state_vars()],
+                self.rule_state())
         gathered = self.comm.gather(mine, root=0)
         if self.comm.rank == 0:
             path = save_checkpoint(self.options["checkpoint_dir"], {

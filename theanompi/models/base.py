@@ -8,7 +8,9 @@ optional weight decay, validation, learning-rate scaling with warm-up.
 
 Hyper-parameters come from ``config.model_options`` (cfg keys ``MODEL_*``),
 checked against :attr:`defaults` (the launcher calls :meth:`validate_options`
-before any rank starts).
+before any rank starts; options, sharding and LR scaling live in
+:class:`theanompi.models.hyperparams.ClassifierHyperParams`, shared with the
+PyTorch base :class:`theanompi.models.torch.TorchClassifierModel`).
 
 The session option ``COMPUTE`` picks the backend (``theanompi.compute``): the C
 backend, or pytensor's JAX mode with every shared variable kept as a ``jax.Array``
@@ -28,61 +30,19 @@ Example
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
 
 from theanompi import arrays
 from theanompi.compute import check_jax_device, keep_on_device, pytensor_mode, resolve_compute
-from theanompi.errors import ConfigError
-from theanompi.models.data.base import ShardedArrayData
 from theanompi.models.data.digits import load_digits_split  # noqa: F401  (docstring example)
+from theanompi.models.hyperparams import ClassifierHyperParams
 from theanompi.params import assign
 
 
-def _positive_int(v):
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
-
-
-def _non_negative(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
-
-
-CHECKS = {
-    "batch_size": (_positive_int, "an integer >= 1"),
-    "n_epochs": (_positive_int, "an integer >= 1"),
-    "lr": (lambda v: _non_negative(v) and v > 0, "a number > 0"),
-    "momentum": (lambda v: _non_negative(v) and v < 1, "a number in [0, 1)"),
-    "weight_decay": (_non_negative, "a number >= 0"),
-}
-
-
-class ClassifierModel:
+class ClassifierModel(ClassifierHyperParams):
     """Base ModelClass for classifiers trained with momentum SGD on a ShardedArrayData."""
-
-    #: Hyper-parameters and their defaults; subclasses extend with ``{**ClassifierModel.defaults, ...}``.
-    defaults: dict[str, Any] = {"batch_size": 32, "lr": 0.05, "momentum": 0.9, "weight_decay": 0.0, "n_epochs": 10}
-    #: Extra per-option checks of subclasses: name -> (predicate, "what is allowed").
-    checks: dict[str, tuple] = {}
-
-    # ----- options --------------------------------------------------------------------
-    @classmethod
-    def validate_options(cls, model_options: dict[str, Any]) -> dict[str, Any]:
-        """Defaults merged with ``model_options``; ConfigError for an unknown name or bad value."""
-        unknown = sorted(set(model_options) - set(cls.defaults))
-        if unknown:
-            raise ConfigError(
-                f"{cls.__name__}: unknown model option {unknown[0]!r} (cfg MODEL_{unknown[0].upper()}); "
-                f"allowed: {', '.join(sorted(cls.defaults))}"
-            )
-        merged = {**cls.defaults, **model_options}
-        for name, value in model_options.items():
-            check, allowed = {**CHECKS, **cls.checks}.get(name, (None, None))
-            if check is not None and not check(value):
-                raise ConfigError(f"{cls.__name__}: model option {name}={value!r} is not allowed; use {allowed}")
-        return merged
 
     # ----- construction ---------------------------------------------------------------
     def __init__(self, config):
@@ -106,11 +66,6 @@ class ClassifierModel:
         self._grad_fn = self._update_fn = self._train_fn = self._val_fn = None
         self.sync_type = None
         self.state_vars = [self.lr]  # checkpointed with params; the optimizer adds its velocities
-
-    def shard(self, x_train, y_train, x_val, y_val) -> ShardedArrayData:
-        """This worker's shard of in-memory arrays."""
-        c = self.config
-        return ShardedArrayData(x_train, y_train, x_val, y_val, self.hp["batch_size"], c.rank, c.size, c.seed)
 
     def build_data(self):
         raise NotImplementedError
@@ -194,17 +149,6 @@ class ClassifierModel:
             keep_on_device(self.params + self.state_vars)  # no host round trip per step
 
     # ----- contract -------------------------------------------------------------------
-    def lr_multiplier(self, epoch_progress: float) -> float:
-        """LR_SCALING=linear multiplies by the worker count, ramping up over WARMUP_EPOCHS."""
-        opts = self.config.options
-        if opts.get("lr_scaling", "none") != "linear":
-            return 1.0
-        target = float(self.config.size)
-        warmup = float(opts.get("warmup_epochs", 0.0))
-        if warmup <= 0 or epoch_progress >= warmup:
-            return target
-        return 1.0 + (target - 1.0) * epoch_progress / warmup
-
     def _set_lr(self, epoch_progress: float) -> None:
         assign(self.lr, np.asarray(self.hp["lr"] * self.lr_multiplier(epoch_progress), dtype=self.floatX))
 
@@ -212,11 +156,7 @@ class ClassifierModel:
         self._epoch = epoch
         self.data.set_epoch(epoch)
         self._set_lr(float(epoch))
-        self._warmup_this_epoch = self._warming_up()
-
-    def _warming_up(self) -> bool:
-        opts = self.config.options
-        return opts.get("lr_scaling") == "linear" and self._epoch < float(opts.get("warmup_epochs", 0.0))
+        self._warmup_this_epoch = self.warming_up(epoch)
 
     def train_iter(self, count: int, recorder):
         if self._warmup_this_epoch:

@@ -558,7 +558,9 @@ class EASGDWorker(WorkerLoop):
         self.grant, send_state = (int(v) for v in self.reply)
         self.stopped = self.grant == 0
         if send_state:  # for a checkpoint: the state as of this exchange, and the steps done so far
-            state = [np.array(v.get_value()) for v in self.state_vars()]
+            from theanompi.param_access import host_copy
+
+            state = [host_copy(v) for v in self.state_vars()]
             xcomm.send({"state": state, "steps": self.iteration + 1}, dest=server, tag=TAG_STATE)
 
     # the session --------------------------------------------------------------------------

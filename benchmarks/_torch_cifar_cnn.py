@@ -1,0 +1,29 @@
+"""The ModelClass of benchmarks/torch_bsp_vs_ddp.py: _ddp_worker.py's CIFAR CNN (the very module DDP
+trains) as a TorchClassifierModel on synthetic 3x32x32 data."""
+
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _ddp_worker import cifar_cnn  # noqa: E402
+from theanompi.models.data.synthetic import SyntheticData  # noqa: E402
+from theanompi.models.hyperparams import CHECKS  # noqa: E402
+from theanompi.models.torch import TorchClassifierModel  # noqa: E402
+
+
+class TorchCifarCNN(TorchClassifierModel):
+    """conv32-pool-conv64-pool-dense10 on ``train_size`` synthetic images (``val_size`` for validation)."""
+
+    defaults = {**TorchClassifierModel.defaults, "train_size": 1280, "val_size": 64}
+    checks = {"train_size": CHECKS["batch_size"], "val_size": CHECKS["batch_size"]}
+
+    def build_data(self):
+        c = self.config
+        return SyntheticData((3, 32, 32), 10, self.hp["batch_size"], c.rank, c.size, c.seed,
+                             n_train=self.hp["train_size"], n_val=self.hp["val_size"])
+
+    def build_network(self) -> torch.nn.Module:
+        return cifar_cnn(torch)

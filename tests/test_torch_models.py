@@ -1,0 +1,266 @@
+"""PyTorch models (theanompi.models.torch, theanompi.param_access) in one process and under a real mpiexec."""
+
+import doctest
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from conftest import ASSETS, ROOT, run_launcher, write_cfg  # noqa: E402
+from theanompi.contract import WorkerConfig, check_model_instance  # noqa: E402
+from theanompi.errors import ConfigError, ContractError  # noqa: E402
+from theanompi.model_loader import load_model_class  # noqa: E402
+from theanompi.params import FusedParams  # noqa: E402
+from theanompi.recorder import Recorder  # noqa: E402
+from theanompi.training import load_final_params  # noqa: E402
+
+EXAMPLE = str(ROOT / "examples" / "torch_digits.py")
+TORCH = dict(MODELFILE=EXAMPLE, MODELCLASS="DigitsCNN", MODEL_BATCH_SIZE=16, MODEL_LR=0.05)
+
+
+def digits_cnn(**model_options):
+    cls = load_model_class(EXAMPLE, "DigitsCNN")
+    return cls(WorkerConfig(rank=0, size=1, seed=0, device="cpu0", model_options=model_options))
+
+
+def summary(run_dir):
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+# ----- one process ------------------------------------------------------------------------
+@pytest.mark.parametrize("module", ["theanompi.param_access", "theanompi.models.hyperparams",
+                                    "theanompi.models.torch"])
+def test_docstring_examples(module):
+    # imported as a package module: ``python -m doctest theanompi/models/torch.py`` would put
+    # theanompi/models on sys.path, where this torch.py would shadow the real torch
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_example_docstring():
+    module = sys.modules[load_model_class(EXAMPLE, "DigitsCNN").__module__]
+    result = doctest.testmod(module)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_models_torch_imports_the_real_torch():
+    import theanompi.models.torch as ours
+
+    assert ours.torch is torch and hasattr(ours.torch, "nn") and ours.__name__ == "theanompi.models.torch"
+
+
+def test_fused_params_read_and_write_torch_tensors_in_place():
+    model = digits_cnn()
+    fused = FusedParams(model.params)
+    pointers = [p.data_ptr() for p in model.params]
+    flat = fused.read()
+    expected = np.concatenate([p.detach().numpy().ravel() for p in model.params])
+    np.testing.assert_array_equal(flat, expected)
+    fused.write(flat * 2, scale=0.25)
+    assert [p.data_ptr() for p in model.params] == pointers  # the module keeps its tensors
+    np.testing.assert_allclose(fused.read(), expected * 0.5, rtol=1e-6)
+    bad = flat.copy()
+    bad[model.params[0].numel() + 3] = np.nan  # inside params[1]
+    assert fused.non_finite(bad) == "'0.bias' (params[1])"
+
+
+def test_cdd_split_step_equals_local_step_and_gradient_lands_in_one_buffer():
+    a, b = digits_cnn(weight_decay=1e-3), digits_cnn(weight_decay=1e-3)
+    a.compile_iter_fns("cdd")
+    b.compile_iter_fns("local")
+    check_model_instance(a, "cdd")
+    rec = Recorder(None)
+    for m in (a, b):
+        m.adjust_hyperp(0)
+    for count in range(5):
+        vector = a.train_iter(count, rec)
+        assert np.shares_memory(vector, a.params[0].grad.numpy()) and vector.flags.c_contiguous
+        a.apply_update(vector)
+        assert b.train_iter(count, rec) is None
+    for p, q in zip(a.params, b.params):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert max(float((p - q0).detach().abs().max()) for p, q0 in zip(a.params, digits_cnn().params)) > 1e-3  # moved
+
+
+def test_seed_builds_the_same_weights_on_every_rank():
+    first, second = digits_cnn(), digits_cnn()
+    for p, q in zip(first.params, second.params):
+        assert torch.equal(p, q)
+    cls = load_model_class(EXAMPLE, "DigitsCNN")
+    other = cls(WorkerConfig(rank=1, size=2, seed=5, device="cpu1"))
+    assert not torch.equal(first.params[0], other.params[0])
+
+
+def test_options_checked_like_classifier_model():
+    cls = load_model_class(EXAMPLE, "DigitsCNN")
+    assert cls.validate_options({})["momentum"] == 0.9
+    with pytest.raises(ConfigError, match="model option momentum=1.5 is not allowed"):
+        cls.validate_options({"momentum": 1.5})
+    with pytest.raises(ConfigError, match="unknown model option 'hidden'"):
+        cls.validate_options({"hidden": 3})
+
+
+def test_intra_op_threads_follow_the_rank_thread_count(monkeypatch):
+    from theanompi.models.torch import set_intra_op_threads
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")
+        assert set_intra_op_threads() == 2 == torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_sync_state_averages_batch_norm_statistics_over_workers():
+    from theanompi.models.torch import TorchClassifierModel
+
+    class WithBN(TorchClassifierModel):
+        def build_data(self):
+            x = np.zeros((8, 3), "float32")
+            return self.shard(x, np.zeros(8, "int64"), x, np.zeros(8, "int64"))
+
+        def build_network(self):
+            return torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 2))
+
+    class OtherWorkerHasThreeTimesMine:  # stands in for a 2-worker communicator
+        def allreduce(self, buffer):
+            return buffer * 4
+
+        def Get_size(self):
+            return 2
+
+    model = WithBN(WorkerConfig(rank=0, size=1, seed=0, device="cpu0"))
+    bn = model.network[1]
+    bn.running_mean.fill_(1.0)
+    pointer = bn.running_mean.data_ptr()
+    model.sync_state(OtherWorkerHasThreeTimesMine())
+    assert bn.running_mean.tolist() == [2.0] * 4 and bn.running_var.tolist() == [2.0] * 4
+    assert bn.running_mean.data_ptr() == pointer and int(bn.num_batches_tracked) == 0  # in place; ints untouched
+
+
+def test_params_of_two_kinds_break_the_contract():
+    import pytensor
+
+    model = digits_cnn()
+    model.params = model.params + [pytensor.shared(np.zeros(2, "float32"))]
+    with pytest.raises(ContractError, match="params mix pytensor shared variables and torch tensors"):
+        check_model_instance(model)
+
+
+def test_importing_theanompi_does_not_import_torch():
+    code = ("import sys, theanompi, theanompi.training, theanompi.params, theanompi.contract, theanompi.rules, "
+            "theanompi.models.base, theanompi.models.hyperparams; print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert out.strip() == "False"
+
+
+@pytest.mark.parametrize("modelfile", [EXAMPLE, "theanompi.models.torch"])
+def test_torch_model_without_torch_fails_at_launch_with_one_line(tmp_path, modelfile):
+    cfg = write_cfg(tmp_path / "s.cfg", **{**TORCH, "MODELFILE": modelfile})
+    code = ("import sys; sys.modules['torch'] = None  # as if torch were not installed\n"
+            "from theanompi.launch import main; sys.exit(main(sys.argv[1:]))\n")
+    proc = subprocess.run([sys.executable, "-c", code, f"-cfg={cfg}"], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [f"tmlauncher: error: MODELFILE={modelfile!r} needs torch, which is not "
+                                        "installed: pip install 'theanompi[torch]'"]
+    assert not (tmp_path / "runs").exists()  # nothing started
+
+
+# ----- under mpiexec ----------------------------------------------------------------------
+RULES = {
+    "BSP-cdd": dict(RULE="BSP", BSP_SYNC_TYPE="cdd"),
+    "BSP-avg": dict(RULE="BSP", BSP_SYNC_TYPE="avg", BSP_AVG_FREQ=2),
+    "EASGD": dict(RULE="EASGD", EASGD_TAU=2),
+    "GOSGD": dict(RULE="GOSGD", GOSGD_P=0.2),
+    "ASGD": dict(RULE="ASGD"),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_digits_cnn_learns_under_every_rule_with_two_workers(tmp_path, rule):
+    cfg = write_cfg(tmp_path / "s.cfg", N_EPOCHS=6, RUN_DIR="run", **TORCH, **RULES[rule])
+    proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = summary(tmp_path / "run")
+    assert result["workers"] == 2 and result["epochs"] == 6
+    # asynchronous rules vary with message timing: 6 epochs leave a margin (94.6-97 % after 4 for EASGD)
+    assert result["final_val_accuracy"] >= 0.95, result["final_val_accuracy"]
+
+
+def test_cdd_two_workers_equal_one_process_with_double_batch(tmp_path):
+    """2 workers x batch 16 == 1 worker x batch 32, momentum and weight decay on, 2 epochs (94 steps)."""
+    common = dict(TORCH, N_EPOCHS=2, MODEL_MOMENTUM=0.9, MODEL_WEIGHT_DECAY=0.0001, BSP_SYNC_TYPE="cdd")
+    two = write_cfg(tmp_path / "two.cfg", DEVICES="cpu0,cpu1", RUN_DIR="two", **common)
+    one = write_cfg(tmp_path / "one.cfg", DEVICES="cpu0", RUN_DIR="one", **{**common, "MODEL_BATCH_SIZE": 32})
+    for cfg in (two, one):
+        proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+    assert summary(tmp_path / "two")["iterations"] == summary(tmp_path / "one")["iterations"] == 94
+    initial = [p.detach().numpy() for p in digits_cnn().params]
+    moved = 0.0
+    for a, b, start in zip(load_final_params(tmp_path / "two"), load_final_params(tmp_path / "one"), initial):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=2e-5)
+        moved = max(moved, float(np.abs(a - start).max()))
+    assert moved > 1e-2  # training moved the weights: the comparison is not vacuous
+
+
+def test_resume_equals_uninterrupted_run(tmp_path):
+    common = dict(TORCH, BSP_SYNC_TYPE="cdd", CHECKPOINT_EVERY=1)
+    runs = {"full": dict(N_EPOCHS=2), "half": dict(N_EPOCHS=1), "rest": dict(N_EPOCHS=2, RESUME="half/checkpoints")}
+    outputs = {}
+    for name, keys in runs.items():
+        proc, _ = run_launcher(f"-cfg={write_cfg(tmp_path / f'{name}.cfg', RUN_DIR=name, **common, **keys)}",
+                               cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        outputs[name] = proc.stdout
+    assert "resumed from" in outputs["rest"] and "after epoch 1" in outputs["rest"]
+    for a, b in zip(load_final_params(tmp_path / "full"), load_final_params(tmp_path / "rest")):
+        np.testing.assert_array_equal(a, b)  # same data order, same arithmetic: bit for bit
+    from theanompi.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(tmp_path / "half" / "checkpoints")
+    assert len(ckpt["worker_params"][0]) == 6 and len(ckpt["worker_state"][0]) == 1 + 6  # lr + velocities
+
+
+@pytest.mark.parametrize("rule, keys", [
+    ("BSP", dict(N_EPOCHS=200)),  # ON_WORKER_LOSS=abort: the session ends, naming the killed rank
+    ("EASGD", dict(N_EPOCHS=3, EASGD_TAU=1, ON_WORKER_LOSS="continue")),  # the survivor finishes
+])
+def test_killed_worker(tmp_path, rule, keys):
+    napper = {**TORCH, "MODELFILE": str(ASSETS / "torch_models.py"), "MODELCLASS": "TorchNapper"}
+    cfg = write_cfg(tmp_path / "s.cfg", RULE=rule, RUN_DIR="run", **napper, **keys)
+    exe = os.path.join(os.path.dirname(sys.executable), "tmlauncher")
+    proc = subprocess.Popen([exe, f"-cfg={cfg}"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    records = tmp_path / "run" / ("workers/worker-1/iterations.jsonl" if rule == "EASGD" else "iterations.jsonl")
+    deadline = time.time() + 120
+    while time.time() < deadline and not (records.exists() and records.stat().st_size):
+        time.sleep(0.1)
+    time.sleep(0.5)  # a few steps into training
+    assert proc.poll() is None, proc.communicate()
+    victim = 2 if rule == "EASGD" else 1  # EASGD: session rank 0 is the server
+    os.kill(int((tmp_path / "run" / "ranks" / f"rank-{victim}.pid").read_text()), signal.SIGKILL)
+    killed = time.time()
+    out, err = proc.communicate(timeout=120)
+    if rule == "BSP":
+        assert proc.returncode != 0 and time.time() - killed < 30
+        last = err.strip().splitlines()[-1]
+        assert last.startswith("tmlauncher: session failed: rank 1 (worker on cpu"), last
+    else:
+        assert proc.returncode == 0, err
+        assert f"carried on without rank {victim} (worker on cpu1)" in out
+        result = summary(tmp_path / "run")
+        assert result["lost_workers"] == [1] and result["final_val_accuracy"] >= 0.9, result
+    time.sleep(0.5)
+    left = subprocess.run(["pgrep", "-f", str(tmp_path / "run")], capture_output=True, text=True).stdout
+    assert left.strip() == "", f"orphans: {left}"
