@@ -1,4 +1,4 @@
-"""Install theanompi: ``pip install -e .`` (extras: test, bench, torch, keras, jax, cuda)."""
+"""Install theanompi: ``pip install -e .`` (extras: test, bench, torch, keras, jax, cuda = cuda13, cuda12)."""
 
 from setuptools import find_packages, setup
 
@@ -24,8 +24,12 @@ EXTRAS = {
     "bench": ["torch==2.13.0"],
     # PyTorch ModelClasses (theanompi.models.torch.TorchClassifierModel); the same tested version as bench
     "torch": ["torch==2.13.0"],
-    "cuda": ["cupy-cuda12x>=14.2", "jax[cuda12]>=0.10.2"],
+    # GPU workers: CuPy and a CUDA jax built for the machine's CUDA major version; the code imports
+    # `cupy` and `jax`, whichever build is installed. `cuda` is the current one (CUDA 13).
+    "cuda12": ["cupy-cuda12x>=14.2", "jax[cuda12]>=0.10.2"],
+    "cuda13": ["cupy-cuda13x>=14.2", "jax[cuda13]>=0.10.2"],
 }
+EXTRAS["cuda"] = EXTRAS["cuda13"]
 
 setup(
     name="theanompi",
