@@ -168,5 +168,8 @@ def test_killing_every_rank_of_host2_ends_the_session_naming_the_host(hosts, wor
     assert time.time() - killed < 30
     assert proc.returncode != 0
     last = err.strip().splitlines()[-1]
-    assert re.fullmatch(r"tmlauncher: session failed: rank [23] \(worker on host2:cpu[01]\) died .*", last), last
+    assert last.startswith("tmlauncher: session failed: "), last
+    # rank 0 usually notices the lost TCP peer first; otherwise mpiexec reports a killed rank itself
+    assert ("lost host host2: rank 2 (worker on host2:cpu0), rank 3 (worker on host2:cpu1) stopped" in last
+            or re.search(r"rank [23] \(worker on host2:cpu[01]\) died", last)), err
     assert hosts.wait_idle() == {}

@@ -239,6 +239,10 @@ class Session:
         failures = rank_failures(self.run_dir) or self.remote.failures(lambda r: self.ranks[r].describe(r))
         if failures:
             return failures[0]
+        rank_hosts = ["" if r.device.is_local else r.device.host for r in self.ranks]
+        lost_host = self.remote.lost_host("".join(self._stderr_tail), rank_hosts, lambda r: self.ranks[r].describe(r))
+        if lost_host:
+            return f"{lost_host} (mpiexec exit code {code})"
         match = _MPIEXEC_RANK_RE.search("".join(self._stderr_tail))
         if match:
             rank = int(match.group(1))

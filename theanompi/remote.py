@@ -31,6 +31,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import socket
 import sys
 import zlib
@@ -44,6 +45,10 @@ from theanompi.session import SessionSpec
 REMOTE_SPEC_ENV = "THEANOMPI_REMOTE_SPEC"
 #: prefix of the status lines remote ranks print on stderr
 STATUS_PREFIX = "theanompi-rank-status "
+#: how Open MPI reports a rank that lost its TCP peer, the peer's host (not always printed), the aborting rank
+_CONNECTION_LOST_RE = re.compile(r"Socket closed|peer process has unexpectedly disconnected")
+_PEER_HOST_RE = re.compile(r"Peer host:\s*(\S+)")
+_ABORTED_RANK_RE = re.compile(r"due to process rank (\d+) with PID \d+ on node \S+ calling\s+\"abort\"")
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,38 @@ class RemoteRanks:
     def lost(self) -> list[int]:
         """Remote ranks that started but reported neither an end nor an error."""
         return [r for r, s in sorted(self.latest.items()) if s.state == "started"]
+
+    def lost_host(self, mpiexec_output: str, rank_hosts: list[str], describe: Callable[[int], str]) -> str | None:
+        """One line naming the host whose ranks vanished, when a rank aborted on a closed connection.
+
+        A rank whose TCP peer on another host disappears aborts ("Socket closed"), often
+        before mpiexec hears that the peer's processes died, so mpiexec names the survivor.
+        This names the other host(s) instead, and their ranks that reported no end.
+        ``rank_hosts``: each session rank's host, '' for this host. None on one host or
+        for any other failure.
+        """
+        if not any(rank_hosts) or not _CONNECTION_LOST_RE.search(mpiexec_output):
+            return None
+        peer = _PEER_HOST_RE.search(mpiexec_output)
+        reporter = _ABORTED_RANK_RE.search(mpiexec_output)
+        if peer and peer.group(1) in rank_hosts:
+            lost = {peer.group(1)}
+        elif reporter and int(reporter.group(1)) < len(rank_hosts):
+            lost = set(rank_hosts) - {rank_hosts[int(reporter.group(1))]}
+        else:
+            return None
+        silent = [r for r, host in enumerate(rank_hosts) if host in lost and not self._ended(r)]
+        names = ", ".join(sorted(h or socket.gethostname() for h in lost))
+        who = ", ".join(describe(r) for r in silent) or "its ranks"
+        seen_by = f"; {describe(int(reporter.group(1)))} lost its connection to them" if reporter else ""
+        return f"lost host {names}: {who} stopped without reporting an error (killed, or the host went down){seen_by}"
+
+    def _ended(self, rank: int) -> bool:
+        """Whether ``rank`` reported an end: a status line, or a status file in this host's RUN_DIR."""
+        status = self.latest.get(rank)
+        if status is not None and status.state != "started":
+            return True
+        return any((self.run_dir / "ranks" / f"rank-{rank}.{end}").exists() for end in ("done", "failed"))
 
     def ends(self, describe: Callable[[int], str], remote: list[int]) -> list[str]:
         """One line per rank of ``remote`` (the ranks on other hosts): how it ended, where its records are."""
