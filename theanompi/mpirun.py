@@ -33,7 +33,7 @@ from pathlib import Path
 
 from theanompi.devices import Device
 from theanompi.errors import ConfigError
-from theanompi.remote import RemoteRanks, remote_spec_assignment
+from theanompi.remote import RemoteRanks, remote_spec_options
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ def mpiexec_command(ranks: list[RankSpec], spec_path: str, bind: str, mpiexec: s
         if not rank.device.is_local:
             # the spec travels with the rank: the other host may not share RUN_DIR (theanompi.remote)
             host = f"{rank.device.host}:{slots[rank.device.host]}"
-            argv += ["--host", host, "-x", remote_spec_assignment(spec_path)]
+            argv += ["--host", host, *remote_spec_options(spec_path)]
         elif slots:
             argv += ["--host", here]
         env = {"OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}

@@ -76,9 +76,11 @@ def decode_spec(word: str) -> str:
     return zlib.decompress(base64.urlsafe_b64decode(word.encode())).decode()
 
 
-def remote_spec_assignment(spec_path: str) -> str:
-    """``NAME=VALUE`` for mpiexec's ``-x``: the spec file's contents for ranks on other hosts."""
-    return f"{REMOTE_SPEC_ENV}={encode_spec(Path(spec_path).read_text())}"
+def remote_spec_options(spec_path: str) -> list[str]:
+    """mpiexec options giving a rank on another host the spec file's contents (none while there is no file yet:
+    such a rank then reads ``spec_path`` itself, which needs a shared file system)."""
+    path = Path(spec_path)
+    return ["-x", f"{REMOTE_SPEC_ENV}={encode_spec(path.read_text())}"] if path.is_file() else []
 
 
 def is_remote_rank() -> bool:
