@@ -60,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_interrupt)  # a killed launcher still stops every rank
     rule = rule_cls().start(spec, ranks)
     code = rule.session.wait()
+    for line in rule.session.remote_ends():  # ranks on other hosts: their RUN_DIR may not be this one
+        log.info("%s", line)
     if code != 0:
         sys.stderr.write(f"tmlauncher: session failed: {rule.failure}\n")
     else:

@@ -23,15 +23,17 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
 from pathlib import Path
 
 from theanompi.devices import Device
 from theanompi.errors import ConfigError
+from theanompi.remote import RemoteRanks, remote_spec_options
 
 log = logging.getLogger(__name__)
 
@@ -93,12 +95,18 @@ def mpiexec_command(ranks: list[RankSpec], spec_path: str, bind: str, mpiexec: s
     if oversubscribed:
         argv.append("--oversubscribe")
     forwarded = [name for name in FORWARDED_ENV if name in os.environ]
+    slots = Counter(r.device.host for r in ranks if not r.device.is_local)  # ranks per other host
+    here = f"{socket.gethostname()}:{n_local}"  # with other hosts, local ranks must be placed here explicitly
     for i, rank in enumerate(ranks):
         if i:
             argv.append(":")
         argv += ["-n", "1"]
         if not rank.device.is_local:
-            argv += ["--host", rank.device.host]
+            # the spec travels with the rank: the other host may not share RUN_DIR (theanompi.remote)
+            host = f"{rank.device.host}:{slots[rank.device.host]}"
+            argv += ["--host", host, *remote_spec_options(spec_path)]
+        elif slots:
+            argv += ["--host", here]
         env = {"OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}
         if rank.device.is_cuda:
             env["CUDA_VISIBLE_DEVICES"] = rank.device.index
@@ -156,6 +164,8 @@ class Session:
         #: ranks that died while the others carried on (ON_WORKER_LOSS=continue), described
         self.lost: list[str] = []
         self._stderr_tail: deque[str] = deque(maxlen=200)
+        #: status lines of the ranks on other hosts (their RUN_DIR may not be ours)
+        self.remote = RemoteRanks(self.run_dir)
         self.proc = subprocess.Popen(argv, env=mpiexec_env(), stdin=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True, errors="replace",
                                      start_new_session=True, preexec_fn=_terminate_with_parent)
@@ -165,7 +175,7 @@ class Session:
     def _pump_stderr(self) -> None:
         for line in self.proc.stderr:
             line = line.replace("\x00", "")  # Open MPI's help output can carry NUL bytes
-            if not line.strip():
+            if not line.strip() or self.remote.feed(line):
                 continue
             self._stderr_tail.append(line)
             sys.stderr.write(line if line.endswith("\n") else line + "\n")
@@ -200,8 +210,14 @@ class Session:
         if code == 0:
             from theanompi.fault_tolerance import lost_ranks
 
-            self.lost = [self.ranks[r].describe(r) for r in lost_ranks(self.run_dir, len(self.ranks))]
+            lost = sorted(set(lost_ranks(self.run_dir, len(self.ranks))) | set(self.remote.lost()))
+            self.lost = [self.ranks[r].describe(r) for r in lost]
         return code
+
+    def remote_ends(self) -> list[str]:
+        """One line per rank on another host: how it ended and where its records are ([] on one host)."""
+        remote = [r for r, spec in enumerate(self.ranks) if not spec.device.is_local]
+        return self.remote.ends(lambda r: self.ranks[r].describe(r), remote)
 
     def _wait_watching_stalls(self) -> int:
         """Wait for mpiexec; stop the session when a rank reports a stalled exchange."""
@@ -220,9 +236,13 @@ class Session:
                 return self.proc.wait()
 
     def _explain_failure(self, code: int) -> str:
-        failures = rank_failures(self.run_dir)
+        failures = rank_failures(self.run_dir) or self.remote.failures(lambda r: self.ranks[r].describe(r))
         if failures:
             return failures[0]
+        rank_hosts = ["" if r.device.is_local else r.device.host for r in self.ranks]
+        lost_host = self.remote.lost_host("".join(self._stderr_tail), rank_hosts, lambda r: self.ranks[r].describe(r))
+        if lost_host:
+            return f"{lost_host} (mpiexec exit code {code})"
         match = _MPIEXEC_RANK_RE.search("".join(self._stderr_tail))
         if match:
             rank = int(match.group(1))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from theanompi.mpirun import STATUS_DIR
+from theanompi.remote import load_rank_spec, report_to_launcher
 from theanompi.session import SessionSpec
 
 log = logging.getLogger("theanompi")
@@ -59,6 +60,7 @@ def _fail(spec: SessionSpec, rank: int, who: str, err: BaseException) -> None:
         _status_path(spec, rank, "failed").write_text(line + "\n")
     except OSError:
         pass
+    report_to_launcher(spec, rank, "failed", line)
     if isinstance(err, ConfigError):
         sys.stderr.write(f"[rank {rank}] error: {line}\n")
     else:
@@ -71,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         sys.stderr.write("usage: python -m theanompi.worker RUN_DIR/session.json\n")
         return 2
-    spec = SessionSpec.load(Path(argv[0]))
+    spec = load_rank_spec(argv[0])  # on another host, from the environment (theanompi.remote)
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMIX_RANK", "0")))
     role, device = spec.ranks[rank]["role"], spec.ranks[rank]["device"]
     who = f"rank {rank} ({role} on {device})"
@@ -84,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
 
     comm = MPI.COMM_WORLD
     _status_path(spec, rank, "pid").write_text(f"{os.getpid()}\n")  # lets tools (and tests) find each rank
+    report_to_launcher(spec, rank, "started")
     from theanompi.log import setup_logging
 
     setup_logging(comm.rank, spec.options.get("log_level", "INFO"))
@@ -93,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         ctx = RankContext(spec=spec, rank=comm.rank, role=role, device=device, comm=comm)
         get_rule(spec.rule).run_rank(ctx)
         _status_path(spec, rank, "done").write_text("ok\n")
+        report_to_launcher(spec, rank, "done")
     except BaseException as err:  # noqa: BLE001 - any failure must end every rank
         _fail(spec, rank, who, err)
         comm.Abort(1)

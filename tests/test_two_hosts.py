@@ -1,0 +1,239 @@
+"""Sessions across two hosts, proven on one machine: two network namespaces play host1 and host2.
+
+host1 runs tmlauncher (and so mpiexec); mpiexec reaches host2 through tests/assets/netns_agent.sh, which
+stands in for ssh, so the launcher's ordinary code path runs. host2 has its own /tmp: the run directory
+(under /tmp) is not shared, as on hosts without a shared file system. MPI between the hosts can only go
+over the veth link between the namespaces (TCP); the link's kernel counters show how much did.
+See tests/assets/netns_hosts.py for the setup; README "Several hosts" for what this proves and what not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ASSETS, ROOT, run_launcher, write_cfg
+from theanompi.training import load_final_params
+
+sys.path.insert(0, str(ASSETS))
+from netns_hosts import TwoHosts  # noqa: E402
+
+TMLAUNCHER = str(Path(sys.executable).parent / "tmlauncher")
+TWO_HOSTS = "host1:cpu0,cpu1;host2:cpu0,cpu1"
+ONE_HOST = "cpu0,cpu1,cpu2,cpu3"
+TRAINING = dict(N_EPOCHS=6, MODEL_HIDDEN=64, MODEL_BATCH_SIZE=32)
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    try:
+        made = TwoHosts.create()
+    except OSError as err:
+        pytest.skip(f"network namespaces cannot be made here: {err}")
+    yield made
+    made.destroy()
+
+
+@pytest.fixture(scope="module")
+def workdir():
+    """The sessions' working directory: outside /tmp, so it exists on both hosts (as a checkout would)."""
+    path = Path(tempfile.mkdtemp(prefix="theanompi-two-hosts-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def private_tmp():
+    """A directory under /tmp: host1's real /tmp here, while host2 has its own /tmp (not shared)."""
+    path = Path(tempfile.mkdtemp(prefix="theanompi-two-hosts-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def launcher_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    env.setdefault("THEANOMPI_CACHE_DIR", str(Path.home() / ".cache" / "theanompi"))
+    return env
+
+
+def launch_on_host1(hosts: TwoHosts, cfg: Path, workdir: Path, **popen) -> subprocess.Popen:
+    """tmlauncher, started on host1 as a user would start it there."""
+    return subprocess.Popen(hosts.enter("host1") + [TMLAUNCHER, f"-cfg={cfg}"], cwd=workdir,
+                            env=hosts.mpi_env(launcher_env()), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+
+
+def read_on_host2(hosts: TwoHosts, path: Path) -> str | None:
+    proc = hosts.run_in("host2", ["cat", str(path)], capture_output=True, text=True)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def summary(run_dir: Path) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+@pytest.mark.parametrize("rule, keys", [("BSP", {"BSP_SYNC_TYPE": "cdd"}), ("EASGD", {"EASGD_TAU": 2})])
+def test_rule_trains_over_two_hosts_as_on_one_with_tcp_between_them(hosts, workdir, private_tmp, rule, keys):
+    run_dir = private_tmp / f"{rule.lower()}-two"
+    cfg = write_cfg(workdir / f"{rule}-two.cfg", RULE=rule, DEVICES=TWO_HOSTS, RUN_DIR=run_dir, **TRAINING, **keys)
+    before = hosts.link_bytes("host1")
+    proc = launch_on_host1(hosts, cfg, workdir)
+    out, err = proc.communicate(timeout=300)
+    moved = hosts.link_bytes("host1") - before
+    assert proc.returncode == 0, err
+    assert hosts.wait_idle() == {}
+
+    # every rank on host2 reported its end; its records are on host2, and only there
+    first_remote = 3 if rule == "EASGD" else 2  # EASGD's server is session rank 0, on host1
+    for index, rank in enumerate((first_remote, first_remote + 1)):
+        who = f"rank {rank} (worker on host2:cpu{index})"
+        assert f"tmlauncher: {who} finished (rank {rank} ran on host host2; its records are there, in {run_dir})" \
+            in out, out
+        assert read_on_host2(hosts, run_dir / "ranks" / f"rank-{rank}.done") == "ok\n"
+        assert not (run_dir / "ranks" / f"rank-{rank}.pid").exists()
+    assert (run_dir / "ranks" / "rank-0.done").exists()
+
+    reference_dir = workdir / f"{rule.lower()}-one"
+    one = write_cfg(workdir / f"{rule}-one.cfg", RULE=rule, DEVICES=ONE_HOST, RUN_DIR=reference_dir, **TRAINING,
+                    **keys)
+    reference, _ = run_launcher(f"-cfg={one}", cwd=workdir, timeout=300)
+    assert reference.returncode == 0, reference.stderr
+    two_hosts, one_host = summary(run_dir), summary(reference_dir)
+    assert two_hosts["workers"] == one_host["workers"] == 4
+    assert two_hosts["iterations"] == one_host["iterations"]
+    param_bytes = sum(p.nbytes for p in load_final_params(run_dir))
+    if rule == "BSP":  # each step's allreduce moves at least the whole vector across the link, each way
+        crossings = 2 * two_hosts["iterations"]
+    else:  # each exchange of a host2 worker sends its parameters to the server on host1 and gets the centre back
+        crossings = 2 * sum(two_hosts["exchanges"][2:])
+    assert crossings > 0
+    assert moved >= crossings * param_bytes, f"{moved} bytes over the link, expected >= {crossings} x {param_bytes}"
+
+    if rule == "BSP":  # synchronous: the same steps on the same data, summed in another order
+        assert two_hosts["final_val_accuracy"] == pytest.approx(one_host["final_val_accuracy"], abs=0.01)
+        for a, b in zip(load_final_params(run_dir), load_final_params(reference_dir)):
+            assert abs(a - b).max() < 1e-3
+        return
+    # EASGD is asynchronous: the exchange order varies from run to run
+    accuracies = two_hosts["final_val_accuracy"], one_host["final_val_accuracy"]
+    starved = [r["exchanges"] for r in (two_hosts, one_host) if min(r["exchanges"]) <= 1]
+    if starved and not (min(accuracies) >= 0.88 and abs(accuracies[0] - accuracies[1]) <= 0.04):
+        # seen on a loaded 2-core machine: one worker got nearly every grant (exchanges per worker [1, 141, 1, 1]);
+        # the others' first-step parameters, merged at the end, pulled the centre down (val acc 0.97 -> 0.40)
+        pytest.xfail(f"EASGD's server starved workers (exchanges per worker {starved}); accuracies {accuracies}")
+    assert min(accuracies) >= 0.88, accuracies
+    assert accuracies[0] == pytest.approx(accuracies[1], abs=0.04)
+
+
+def test_failing_rank_on_host_without_shared_run_dir_is_named_with_its_records(hosts, workdir, private_tmp):
+    run_dir = private_tmp / "fails"
+    cfg = write_cfg(workdir / "fails.cfg", DEVICES=TWO_HOSTS, RUN_DIR=run_dir, MODELFILE=ASSETS / "host_models.py",
+                    MODELCLASS="FailsOnLastWorker", **TRAINING)
+    proc = launch_on_host1(hosts, cfg, workdir)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode != 0
+    message = "rank 3 (worker on host2:cpu1): RuntimeError: injected failure on host2"
+    last = err.strip().splitlines()[-1]
+    assert last == f"tmlauncher: session failed: {message} (rank 3 ran on host host2; its records are there, " \
+                   f"in {run_dir})", last
+    assert "tmlauncher: rank 3 (worker on host2:cpu1) failed (rank 3 ran on host host2" in out, out
+    assert "tmlauncher: rank 2 (worker on host2:cpu0) " in out, out  # its end is reported too
+    assert read_on_host2(hosts, run_dir / "ranks" / "rank-3.failed") == message + "\n"
+    assert not (run_dir / "ranks" / "rank-3.failed").exists()  # host1 does not see host2's /tmp
+    assert hosts.wait_idle() == {}
+
+
+def test_killing_every_rank_of_host2_ends_the_session_naming_the_host(hosts, workdir, private_tmp):
+    run_dir = private_tmp / "killed"
+    cfg = write_cfg(workdir / "killed.cfg", DEVICES=TWO_HOSTS, RUN_DIR=run_dir,
+                    MODELFILE=ASSETS / "contract_models.py", MODELCLASS="Napper", **{**TRAINING, "N_EPOCHS": 50})
+    proc = launch_on_host1(hosts, cfg, workdir)
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and not (run_dir / "iterations.jsonl").exists():  # rank 0 is training
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        victims = hosts.worker_pids("host2")
+        assert len(victims) == 2, victims
+        for pid in victims:
+            os.kill(pid, signal.SIGKILL)
+        killed = time.time()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert time.time() - killed < 30
+    assert proc.returncode != 0
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("tmlauncher: session failed: "), last
+    # rank 0 usually notices the lost TCP peer first; otherwise mpiexec reports a killed rank itself
+    assert ("lost host host2: rank 2 (worker on host2:cpu0), rank 3 (worker on host2:cpu1) stopped" in last
+            or re.search(r"rank [23] \(worker on host2:cpu[01]\) died", last)), err
+    assert hosts.wait_idle() == {}
+
+
+# ----- the pieces, without namespaces ------------------------------------------------------------
+def test_launch_plan_places_every_rank_and_ships_the_spec_only_to_other_hosts(tmp_path, monkeypatch):
+    import socket
+
+    from theanompi.devices import parse_devices
+    from theanompi.mpirun import RankSpec, mpiexec_command
+    from theanompi.remote import REMOTE_SPEC_ENV, decode_spec
+
+    spec_path = tmp_path / "session.json"
+    spec_path.write_text('{"rule": "BSP"}')
+    here = socket.gethostname()
+    ranks = [RankSpec(d, "worker") for d in parse_devices(f"{here}:cpu0,cpu1;node2:cpu0,cpu1")]
+    argv = mpiexec_command(ranks, str(spec_path), bind="none", mpiexec="mpiexec", python="python", cpu_count=2)
+    contexts = " ".join(argv).split(" : ")
+    assert [c.split("--host ")[1].split()[0] for c in contexts] == [f"{here}:2", f"{here}:2", "node2:2", "node2:2"]
+    shipped = [a.split("=", 1)[1] for a in argv if a.startswith(REMOTE_SPEC_ENV + "=")]
+    assert len(shipped) == 2 and decode_spec(shipped[0]) == '{"rule": "BSP"}'
+    one_host = mpiexec_command([RankSpec(d, "worker") for d in parse_devices("cpu0,cpu1")], str(spec_path),
+                               bind="none", mpiexec="mpiexec", python="python", cpu_count=2)
+    assert "--host" not in one_host and not any(REMOTE_SPEC_ENV in a for a in one_host)
+
+
+def test_rank_on_another_host_reads_the_spec_from_its_environment(tmp_path, monkeypatch):
+    from theanompi.remote import REMOTE_SPEC_ENV, encode_spec, load_rank_spec
+    from theanompi.session import SessionSpec
+
+    spec = SessionSpec(rule="BSP", devices=["node2:cpu0"], modelfile="m", modelclass="M", options={"run_dir": "/r"})
+    monkeypatch.setenv(REMOTE_SPEC_ENV, encode_spec(spec.to_json()))
+    assert load_rank_spec(str(tmp_path / "absent" / "session.json")) == spec
+
+
+ABORT = ('[node1:00000] *** An error occurred in Socket closed\n[node1:00000] *** reported by process [1,0]\n'
+         'prterun has exited due to process rank 0 with PID 0 on node node1 calling\n"abort". This may have ...\n')
+PEER = "An MPI communication peer process has unexpectedly disconnected.\n  Local host: node1\n  Peer host:  node3\n"
+
+
+@pytest.mark.parametrize("output, expected", [
+    (ABORT, "lost host node2: rank 2, rank 3 stopped without reporting an error (killed, or the host went down); "
+            "rank 0 lost its connection to them"),
+    (PEER + ABORT, "lost host node3: rank 4 stopped without reporting an error (killed, or the host went down); "
+                   "rank 0 lost its connection to them"),
+])
+def test_lost_host_is_named_from_the_survivors_abort(tmp_path, output, expected):
+    from theanompi.remote import RankStatus, RemoteRanks, status_line
+
+    remote = RemoteRanks(tmp_path)
+    for rank, host in ((2, "node2"), (3, "node2"), (4, "node3")):
+        assert remote.feed(status_line(RankStatus(rank, "started", host, str(tmp_path))))
+    rank_hosts = ["", "", "node2", "node2", "node3"]
+    if "node3" not in output:
+        rank_hosts = rank_hosts[:4]
+    assert remote.lost_host(output, rank_hosts, lambda r: f"rank {r}") == expected
+    assert remote.lost_host(output, ["", ""], lambda r: f"rank {r}") is None  # one host: mpiexec's report stands
+    assert remote.lost_host("some other failure", rank_hosts, lambda r: f"rank {r}") is None
