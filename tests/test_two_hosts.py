@@ -127,11 +127,10 @@ def test_rule_trains_over_two_hosts_as_on_one_with_tcp_between_them(hosts, workd
         return
     # EASGD is asynchronous: the exchange order varies from run to run
     accuracies = two_hosts["final_val_accuracy"], one_host["final_val_accuracy"]
-    starved = [r["exchanges"] for r in (two_hosts, one_host) if min(r["exchanges"]) <= 1]
-    if starved and not (min(accuracies) >= 0.88 and abs(accuracies[0] - accuracies[1]) <= 0.04):
-        # seen on a loaded 2-core machine: one worker got nearly every grant (exchanges per worker [1, 141, 1, 1]);
-        # the others' first-step parameters, merged at the end, pulled the centre down (val acc 0.97 -> 0.40)
-        pytest.xfail(f"EASGD's server starved workers (exchanges per worker {starved}); accuracies {accuracies}")
+    # the server answers its workers in turn: before, a worker on the server's host could take nearly every
+    # turn (exchanges per worker [1, 141, 1, 1]) and the centre ended far below the one-host run (0.40 vs 0.97)
+    for record in (two_hosts, one_host):
+        assert min(record["exchanges"]) > 1, record["exchanges"]
     assert min(accuracies) >= 0.88, accuracies
     assert accuracies[0] == pytest.approx(accuracies[1], abs=0.04)
 
