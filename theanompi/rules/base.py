@@ -129,17 +129,35 @@ class Rule:
             options["resume"] = str(path)
 
     def start(self, spec: SessionSpec, ranks: list[RankSpec]) -> "Rule":
-        """Write the spec into its run directory and start mpiexec."""
+        """Claim the run directory (one session at a time, stale rank status cleared), write the spec
+        into it and start mpiexec. ConfigError if the directory is busy or a path is not writable."""
+        from theanompi.run_dir import check_writable_dir, claim_run_dir
+
+        if self.session is not None and self.session.code is None:
+            raise RuntimeError(f"{type(self).__name__}.init(): this object already runs a session "
+                               f"(RUN_DIR={str(self.run_dir)!r}); wait() for it first, or use another "
+                               f"{type(self).__name__}()")
         run_dir = Path(spec.run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        spec_path = run_dir / "session.json"
-        spec.save(spec_path)
-        argv = mpiexec_command(ranks, str(spec_path), bind=spec.options["bind"], threads=spec.options.get("threads", 0),
-                               fault_tolerant=spec.options.get("on_worker_loss") == "continue")
-        notes = "".join(f"; {note}" for note in spec.notes)
-        log.info("starting %d ranks: %s%s", len(ranks), ", ".join(str(r.device) for r in ranks), notes)
-        self.spec = spec
-        self.session = Session(argv, run_dir, ranks)
+        claim = claim_run_dir(run_dir)
+        try:
+            if spec.options.get("checkpoint_every"):
+                check_writable_dir("CHECKPOINT_DIR", Path(spec.options["checkpoint_dir"]))
+            spec_path = run_dir / "session.json"
+            try:
+                spec.save(spec_path)
+            except OSError as err:
+                raise ConfigError(f"RUN_DIR={str(run_dir)!r}: {spec_path.name} cannot be written: "
+                                  f"{err.strerror or err}") from None
+            argv = mpiexec_command(ranks, str(spec_path), bind=spec.options["bind"],
+                                   threads=spec.options.get("threads", 0),
+                                   fault_tolerant=spec.options.get("on_worker_loss") == "continue")
+            notes = "".join(f"; {note}" for note in spec.notes)
+            log.info("starting %d ranks: %s%s", len(ranks), ", ".join(str(r.device) for r in ranks), notes)
+            self.spec = spec
+            self.session = Session(argv, run_dir, ranks, claim=claim)
+        except BaseException:
+            claim.release()
+            raise
         return self
 
     def init(self, devices, modelfile: str, modelclass: str,
