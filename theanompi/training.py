@@ -107,6 +107,22 @@ def train_metrics(recorder, comm) -> dict[str, float]:
     return {"train_loss_all": loss_sum / max(n, 1), "train_error_all": err_sum / max(n, 1), "train_samples": int(n)}
 
 
+def format_duration(seconds: float) -> str:
+    """``H:MM:SS``, with days once it passes 24 hours.
+
+    Example
+    -------
+    >>> format_duration(3725), format_duration(90061.4), format_duration(float("inf"))
+    ('01:02:05', '1 d 01:01:01', 'unknown')
+    """
+    if not seconds >= 0 or seconds == float("inf"):
+        return "unknown"
+    days, rest = divmod(int(round(seconds)), 86400)
+    hours, rest = divmod(rest, 3600)
+    clock = f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
+    return f"{days} d {clock}" if days else clock
+
+
 class Progress:
     """Rank 0's one line per epoch: loss, accuracy, samples/s, ETA."""
 
@@ -125,7 +141,7 @@ class Progress:
         log.info(
             "epoch %d/%d  train loss %.4f err %.2f%%  val loss %.4f acc %.2f%%  %.0f samples/s  ETA %s",
             epoch + 1, self.n_epochs, metrics["train_loss_all"], 100 * metrics["train_error_all"],
-            metrics["val_loss"], 100 * metrics["val_accuracy"], rate, time.strftime("%H:%M:%S", time.gmtime(eta)),
+            metrics["val_loss"], 100 * metrics["val_accuracy"], rate, format_duration(eta),
         )
         return {"epoch_s": epoch_s, "samples_per_s": rate, "elapsed_s": elapsed}
 

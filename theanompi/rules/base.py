@@ -120,10 +120,10 @@ class Rule:
             options["checkpoint_dir"] = os.path.join(options["run_dir"], "checkpoints")
         options["checkpoint_dir"] = os.path.join(cwd, options["checkpoint_dir"])
         if options.get("resume"):
-            from theanompi.checkpoint import load_checkpoint, resolve_checkpoint
+            from theanompi.checkpoint import load_newest_intact
 
-            path = resolve_checkpoint(os.path.join(cwd, options["resume"]))
-            payload = load_checkpoint(path)  # refuses unsafe or foreign files before any rank starts
+            # refuses unsafe or foreign files before any rank starts; skips a damaged newest one
+            path, payload = load_newest_intact(os.path.join(cwd, options["resume"]))
             if payload["rule"] != cls.name:
                 raise ConfigError(f"RESUME={str(path)!r} is a {payload['rule']} checkpoint, not {cls.name}")
             options["resume"] = str(path)
