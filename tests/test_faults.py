@@ -115,3 +115,22 @@ def test_survivors_carry_on_without_a_lost_worker(tmp_path, rule, worker_rank):
     if rule == "EASGD":  # the lost worker's unreported steps were done by the other one
         assert summary["iterations"] == 2 * summary["global_epoch_iterations"]
         assert sum(w["iterations"] for w in summary["per_worker"]) == summary["iterations"]
+
+
+def test_lost_server_is_named_not_the_workers_that_saw_it_go(tmp_path):
+    """ON_WORKER_LOSS=continue cannot carry on without EASGD's server: the dead server is blamed."""
+    cfg = write_cfg(tmp_path / "s.cfg", RULE="EASGD", MODELFILE=str(ASSETS / "contract_models.py"),
+                    MODELCLASS="Napper", N_EPOCHS=2, RUN_DIR="run", ON_WORKER_LOSS="continue", EASGD_TAU=1)
+    exe = os.path.join(os.path.dirname(sys.executable), "tmlauncher")
+    proc = subprocess.Popen([exe, f"-cfg={cfg}"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    records = tmp_path / "run" / "workers" / "worker-1" / "iterations.jsonl"
+    deadline = time.time() + 180
+    while time.time() < deadline and not (records.exists() and records.stat().st_size):
+        time.sleep(0.1)
+    assert proc.poll() is None, proc.communicate()
+    os.kill(int((tmp_path / "run" / "ranks" / "rank-0.pid").read_text()), signal.SIGKILL)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("tmlauncher: session failed: rank 0 (server on cpu0) died; the others then stopped: "), last

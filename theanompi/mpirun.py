@@ -46,7 +46,8 @@ ROOT_ENV = {
 }
 STATUS_DIR = "ranks"
 _RANK_ERROR_RE = re.compile(r"^\[rank \d+\] error: (.+)$", re.M)
-_PEER_DIED_RE = re.compile(r"MPI_ERR_PROC_FAILED|MPI_ERR_REVOKED|process failure|peer .*died", re.I)
+#: what a rank's error says when it only saw a peer die (ULFM): the peer is the one to name
+_PEER_DIED_RE = re.compile(r"MPI_ERR_PROC_FAILED|MPI_ERR_REVOKED|MPI_ERR_IN_STATUS")
 _MPIEXEC_RANK_RE = re.compile(r"process rank (\d+) .*?(?:exited on|signal|non-zero)", re.S)
 
 
@@ -218,6 +219,7 @@ class Session:
         #: the run directory's lock (``theanompi.run_dir.RunDirClaim``), released when the session ends
         self.claim = claim
         self.stall_grace = stall_grace
+        self.fault_tolerant = "--with-ft" in argv
         #: mpiexec's exit code once :meth:`wait` returned, else None
         self.code: int | None = None
         self.failure: str | None = None
@@ -301,7 +303,7 @@ class Session:
 
         failures = rank_failures(self.run_dir)
         lost = lost_ranks(self.run_dir, len(self.ranks))
-        if lost and failures and all(_PEER_DIED_RE.search(f) for f in failures):
+        if self.fault_tolerant and lost and failures and all(_PEER_DIED_RE.search(f) for f in failures):
             # the survivors only saw a peer die (ON_WORKER_LOSS=continue): name the dead one
             dead = ", ".join(self.ranks[r].describe(r) for r in lost)
             return f"{dead} died; the others then stopped: {failures[0]}"
