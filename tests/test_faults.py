@@ -134,3 +134,85 @@ def test_lost_server_is_named_not_the_workers_that_saw_it_go(tmp_path):
     assert proc.returncode != 0
     last = err.strip().splitlines()[-1]
     assert last.startswith("tmlauncher: session failed: rank 0 (server on cpu0) died; the others then stopped: "), last
+
+
+def _launch_with_private_mount(tmp_path, mount_opts: str, cfg) -> subprocess.CompletedProcess:
+    """tmlauncher with a small tmpfs (``mount_opts``) on ``tmp_path/mnt``, in a private mount namespace."""
+    import shutil
+
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare(1) for a private tmpfs")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    exe = os.path.join(os.path.dirname(sys.executable), "tmlauncher")
+    script = f'mount -t tmpfs -o {mount_opts} tmpfs "{mnt}" || exit 99; exec "{exe}" -cfg="{cfg}"'
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=240, stdin=subprocess.DEVNULL)
+    if proc.returncode == 99:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    return proc
+
+
+# a place the session cannot write: refused at launch (one line, exit 2) or named when found (disk full)
+@pytest.mark.parametrize("case, mount_opts, keys, code, fragment", [
+    ("read-only RUN_DIR", "ro,size=1m", {"RUN_DIR": "mnt/run"}, 2,
+     "tmlauncher: error: RUN_DIR='{mnt}/run' is not writable: Read-only file system"),
+    ("read-only CHECKPOINT_DIR", "ro,size=1m", {"RUN_DIR": "run", "CHECKPOINT_DIR": "mnt/ck", "CHECKPOINT_EVERY": 1},
+     2, "tmlauncher: error: CHECKPOINT_DIR='{mnt}/ck' is not writable: Read-only file system"),
+    ("disk full", "size=96k", {"RUN_DIR": "mnt/run", "MODEL_HIDDEN": 2048, "N_EPOCHS": 1}, 1,
+     "No space left on device"),
+])
+def test_unwritable_places_are_named(tmp_path, case, mount_opts, keys, code, fragment):
+    cfg = write_cfg(tmp_path / "s.cfg", **keys)
+    proc = _launch_with_private_mount(tmp_path, mount_opts, cfg)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == code, proc.stderr
+    assert fragment.format(mnt=tmp_path / "mnt") in lines[-1], proc.stderr
+    if code == 2:
+        assert len(lines) == 1, proc.stderr
+    else:
+        assert lines[-1].startswith("tmlauncher: session failed: rank 0 (worker on cpu0): OSError: "), lines[-1]
+        assert "the disk is full" in lines[-1]
+
+
+def test_reused_run_dir_starts_clean_and_a_busy_one_is_refused(tmp_path):
+    """Old status files neither stop nor get blamed for a new session; two sessions never share a RUN_DIR."""
+    from conftest import run_launcher
+    from theanompi.run_dir import claim_run_dir
+
+    status = tmp_path / "run" / "ranks"
+    status.mkdir(parents=True)
+    (status / "rank-0.stall").write_text(json.dumps({"who": "rank 0 (worker on cpu0)", "where": "training",
+                                                     "waiting": False, "since": time.time() - 376, "iteration": 5}))
+    (status / "rank-1.failed").write_text("rank 1 (worker on cpu1): RuntimeError: an old failure\n")
+    cfg = write_cfg(tmp_path / "s.cfg", RUN_DIR="run", N_EPOCHS=1, WATCHDOG=5)
+    proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert not (status / "rank-1.failed").exists()
+    claim = claim_run_dir(tmp_path / "run")  # as a running launcher holds it
+    try:
+        proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
+    finally:
+        claim.release()
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (f"tmlauncher: error: RUN_DIR='{tmp_path / 'run'}' is in use by another session "
+                                   f"(launcher pid {os.getpid()}); give this session another RUN_DIR, or wait "
+                                   "for that one to end"), proc.stderr
+
+
+def test_rule_init_from_a_finished_thread_runs_on_and_a_second_init_is_refused(tmp_path):
+    """The session outlives the thread that started it (a notebook callback, an executor);
+    init() on an object whose session was not waited for is refused."""
+    script = tmp_path / "api.py"
+    script.write_text(
+        "import sys, threading\nfrom theanompi import BSP\nrule = BSP()\n"
+        "kwargs = dict(devices='cpu0,cpu1', modelfile='theanompi.models.mlp', modelclass='MLP', n_epochs=1)\n"
+        "t = threading.Thread(target=lambda: rule.init(run_dir='a', **kwargs)); t.start(); t.join()\n"
+        "try:\n    rule.init(run_dir='b', **kwargs)\nexcept RuntimeError as err:\n    print('refused:', err)\n"
+        "sys.exit(rule.wait())\n")
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert (f"refused: BSP.init(): this object already runs a session (RUN_DIR='{tmp_path / 'a'}'); wait() for it "
+            "first, or use another BSP()") in proc.stdout
+    assert json.loads((tmp_path / "a" / "summary.json").read_text())["epochs"] == 1
+    assert not (tmp_path / "b").exists()
