@@ -81,7 +81,7 @@ def test_watchdog_names_the_stuck_rank_in_every_phase(tmp_path, rule, hang_in, h
 
     cfg = write_cfg(tmp_path / "s.cfg", RULE=rule, MODELFILE=str(ASSETS / "contract_models.py"),
                     MODELCLASS="HangsWhere", MODEL_HANG_IN=hang_in, MODEL_HANG_RANK=hang_rank, N_EPOCHS=2,
-                    WATCHDOG=5, **keys)
+                    WATCHDOG=8, **keys)
     proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path, timeout=240)
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
@@ -185,7 +185,7 @@ def test_reused_run_dir_starts_clean_and_a_busy_one_is_refused(tmp_path):
     (status / "rank-0.stall").write_text(json.dumps({"who": "rank 0 (worker on cpu0)", "where": "training",
                                                      "waiting": False, "since": time.time() - 376, "iteration": 5}))
     (status / "rank-1.failed").write_text("rank 1 (worker on cpu1): RuntimeError: an old failure\n")
-    cfg = write_cfg(tmp_path / "s.cfg", RUN_DIR="run", N_EPOCHS=1, WATCHDOG=5)
+    cfg = write_cfg(tmp_path / "s.cfg", RUN_DIR="run", N_EPOCHS=1, WATCHDOG=30)
     proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert not (status / "rank-1.failed").exists()
