@@ -226,9 +226,8 @@ class Session:
         #: ranks that died while the others carried on (ON_WORKER_LOSS=continue), described
         self.lost: list[str] = []
         self._stderr_tail: deque[str] = deque(maxlen=200)
-        self.proc = spawn(argv, env=mpiexec_env(), stdin=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True, errors="replace",
-                                     start_new_session=True, preexec_fn=_terminate_with_parent)
+        self.proc = spawn(argv, env=mpiexec_env(), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          errors="replace", start_new_session=True, preexec_fn=_terminate_with_parent)
         self._pump = threading.Thread(target=self._pump_stderr, daemon=True)
         self._pump.start()
 
@@ -257,7 +256,7 @@ class Session:
                 continue
 
     def wait(self) -> int:
-        """Block until the session ends; return mpiexec's exit code (130 after Ctrl-C)."""
+        """Block until the session ends; return mpiexec's exit code (128 + the signal after Ctrl-C/SIGTERM)."""
         try:
             code = self._wait_watching_stalls()
         except KeyboardInterrupt as err:
