@@ -74,7 +74,8 @@ def test_check_finite_can_be_turned_off(tmp_path):
     ("EASGD", "train", 1, {"EASGD_TAU": 1}, "rank 2 (worker on cpu1) is stuck in training (computing)"),
     ("GOSGD", "val", 1, {"GOSGD_P": 0.5}, "rank 1 (worker on cpu1) is stuck in validation"),
     ("EASGD", "val", 0, {"EASGD_TAU": 1}, "rank 0 (server on cpu0) is stuck in validation"),
-    ("BSP", "build", 1, {"WATCHDOG_BUILD": 10}, "rank 1 (worker on cpu1) is stuck in building the model (constructing)"),
+    ("BSP", "build", 1, {"WATCHDOG_BUILD": 10},
+     "rank 1 (worker on cpu1) is stuck in building the model (constructing)"),
 ])
 def test_watchdog_names_the_stuck_rank_in_every_phase(tmp_path, rule, hang_in, hang_rank, keys, culprit):
     from conftest import run_launcher
