@@ -133,10 +133,7 @@ class Rule:
         into it and start mpiexec. ConfigError if the directory is busy or a path is not writable."""
         from theanompi.run_dir import check_writable_dir, claim_run_dir
 
-        if self.session is not None and self.session.code is None:
-            raise RuntimeError(f"{type(self).__name__}.init(): this object already runs a session "
-                               f"(RUN_DIR={str(self.run_dir)!r}); wait() for it first, or use another "
-                               f"{type(self).__name__}()")
+        self._refuse_a_second_session()
         run_dir = Path(spec.run_dir)
         claim = claim_run_dir(run_dir)
         try:
@@ -160,6 +157,13 @@ class Rule:
             raise
         return self
 
+    def _refuse_a_second_session(self) -> None:
+        """RuntimeError while this object's session has not been waited for (its outcome would be lost)."""
+        if self.session is not None and self.session.code is None:
+            raise RuntimeError(f"{type(self).__name__}.init(): this object already runs a session "
+                               f"(RUN_DIR={str(self.run_dir)!r}); wait() for it first, or use another "
+                               f"{type(self).__name__}()")
+
     def init(self, devices, modelfile: str, modelclass: str,
              model_options: dict[str, Any] | None = None, **options: Any) -> "Rule":
         """Start a session (non-blocking); ``wait()`` returns its exit code.
@@ -168,6 +172,7 @@ class Rule:
         the rule's own, e.g. BSP's ``sync_type``); ``model_options`` reach the
         ModelClass as ``config.model_options``. Raises ConfigError on bad input.
         """
+        self._refuse_a_second_session()
         spec, ranks = self.plan_session(devices, modelfile, modelclass, model_options, **options)
         return self.start(spec, ranks)
 
