@@ -170,7 +170,9 @@ class Rule:
 
         ``options`` are the rule's keyword options (``n_epochs``, ``seed``, and
         the rule's own, e.g. BSP's ``sync_type``); ``model_options`` reach the
-        ModelClass as ``config.model_options``. Raises ConfigError on bad input.
+        ModelClass as ``config.model_options``. Raises ConfigError on bad input, RuntimeError while
+        this object's previous session has not been waited for. May be called from a short-lived
+        thread: the session does not end with it.
         """
         self._refuse_a_second_session()
         spec, ranks = self.plan_session(devices, modelfile, modelclass, model_options, **options)
