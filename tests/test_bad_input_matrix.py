@@ -46,6 +46,19 @@ def _other_rules_checkpoint(tmp: Path) -> dict:
     return {"RULE": "EASGD", "RESUME": "ckpts"}
 
 
+def _truncated_newest_checkpoint(tmp: Path) -> dict:
+    import numpy as np
+
+    from theanompi.checkpoint import save_checkpoint
+
+    for epoch in (0, 1):
+        path = save_checkpoint(tmp / "ckpts", {"rule": "BSP", "epoch": epoch, "iteration": 1, "n_workers": 2,
+                                               "worker_params": [[np.zeros(2, "float32")]] * 2,
+                                               "worker_state": [[], []]})
+    path.write_bytes(path.read_bytes()[:100])  # a copy cut short
+    return {"RESUME": "ckpts/ckpt-epoch-0001.hkl"}
+
+
 def _corrupt_cifar_file(tmp: Path) -> dict:
     data = tmp / "cifar"
     data.mkdir()
@@ -71,6 +84,8 @@ LAUNCH = {
     "bad strategy": ({"BSP_EXCH_STRATEGY": "pigeon"}, "BSP_EXCH_STRATEGY='pigeon' is not allowed"),
     "gpu strategy on cpu": ({"BSP_EXCH_STRATEGY": "nccl32"}, "needs cuda devices"),
     "bad epochs": ({"N_EPOCHS": "0"}, "N_EPOCHS='0' is not allowed"),
+    "absurd epochs": ({"N_EPOCHS": str(10**23)},
+                      f"N_EPOCHS='{10**23}' is not allowed; use an integer from 1 to 1000000"),
     "bad boolean": ({"CHECK_FINITE": "perhaps"}, "CHECK_FINITE='perhaps' is not allowed; use true or false"),
     "unknown rule": ({"RULE": "HOGWILD"}, "RULE='HOGWILD' is not allowed"),
     "missing module": ({"MODELFILE": "no_such_pkg.models"}, "MODELFILE='no_such_pkg.models': no module named 'no_such_pkg'"),
@@ -91,6 +106,8 @@ LAUNCH = {
     "garbage checkpoint": (_garbage_checkpoint, "not a readable hickle file"),
     "checkpoint with pickled code": (_pickled_code_checkpoint, "it references the global"),
     "other rule's checkpoint": (_other_rules_checkpoint, "is a BSP checkpoint, not EASGD"),
+    "truncated newest checkpoint": (_truncated_newest_checkpoint,
+                                    "ckpts/ckpt-epoch-0000.hkl' can be resumed instead"),
     "cdd without apply_update": ({"MODELFILE": CONTRACT, "MODELCLASS": "NoApplyUpdate", "BSP_SYNC_TYPE": "cdd"},
                                  "lacks method 'apply_update', which cdd needs (or use BSP_SYNC_TYPE=avg)"),
     "missing data directory": ({**ZOO_CNN, "MODEL_DATA": "cifar10", "MODEL_DATA_DIR": "no/such/dir"}, "no/such/dir"),

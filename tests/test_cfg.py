@@ -1,6 +1,6 @@
 import pytest
 
-from theanompi.cfg import parse_cfg_text, session_arguments
+from theanompi.cfg import parse_cfg_text, read_cfg_file, session_arguments
 from theanompi.errors import ConfigError
 from theanompi.rules import BSP
 
@@ -56,3 +56,10 @@ def test_missing_required_key():
 def test_unknown_rule():
     with pytest.raises(ConfigError, match="RULE='XYZ' is not allowed; use one of: BSP"):
         session_arguments(parse_cfg_text(GOOD.replace("RULE=BSP", "RULE=XYZ")))
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_key(tmp_path):
+    cfg = tmp_path / "bom.cfg"
+    cfg.write_bytes("RULE=BSP\nDEVICES=cpu0\n".encode("utf-8-sig"))
+    assert read_cfg_file(cfg) == {"RULE": "BSP", "DEVICES": "cpu0"}
+    assert parse_cfg_text("\ufeffRULE=BSP\n") == {"RULE": "BSP"}

@@ -1,3 +1,5 @@
+import pytest
+
 from theanompi.devices import parse_devices
 from theanompi.mpirun import RankSpec, mpiexec_command
 
@@ -38,3 +40,35 @@ def test_threads_per_worker_override():
 def test_binding_without_oversubscription():
     argv = mpiexec_command(ranks("cpu0,cpu1"), "s", "core", mpiexec="m", python="p", cpu_count=2)
     assert argv[1:3] == ["--bind-to", "core"] and "--oversubscribe" not in argv
+
+
+def test_a_terminated_launcher_says_which_signal_stopped_it(tmp_path):
+    """SIGTERM to a launcher waiting on a session stops it, and the message names SIGTERM, not Ctrl-C."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "term.py"
+    script.write_text(
+        "import os, signal, threading\nfrom theanompi.mpirun import Session, raise_interrupted\n"
+        "signal.signal(signal.SIGTERM, raise_interrupted)\n"
+        f"session = Session(['sleep', '60'], {str(tmp_path)!r}, [])\n"
+        "threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM)).start()\n"
+        "code = session.wait()\nprint(code, session.failure, session.proc.returncode)\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "143 interrupted (SIGTERM); every rank was stopped -15", proc.stderr
+
+
+def test_the_progress_line_counts_days():
+    from theanompi.training import format_duration
+
+    assert format_duration(3 * 86400 + 3600 + 61) == "3 d 01:01:01"
+    assert format_duration(1e12) == "11574074 d 01:46:40"  # no wrap at 24 h, no overflow
+
+
+@pytest.mark.parametrize("module", ["theanompi.watchdog", "theanompi.run_dir", "theanompi.mpirun", "theanompi.options"])
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0

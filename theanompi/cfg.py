@@ -28,6 +28,7 @@ _KEY_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 def parse_cfg_text(text: str, source: str = "cfg") -> dict[str, str]:
     """KEY -> raw value; ConfigError for a line without '=', a bad or duplicate key."""
     raw: dict[str, str] = {}
+    text = text[1:] if text.startswith("\ufeff") else text  # a byte-order mark
     for lineno, line in enumerate(text.splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
@@ -49,7 +50,7 @@ def read_cfg_file(path: str | Path) -> dict[str, str]:
     if not path.is_file():
         raise ConfigError(f"cfg file {str(path)!r} does not exist")
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8-sig")  # an editor's byte-order mark is not part of the first key
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"cfg file {str(path)!r} cannot be read: {err}") from None
     return parse_cfg_text(text, source=str(path))

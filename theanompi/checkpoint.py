@@ -18,10 +18,13 @@ True
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from theanompi.errors import ConfigError
-from theanompi.safe_io import load_hickle, save_hickle_atomically
+from theanompi.safe_io import UnsafeFileError, load_hickle, save_hickle_atomically
+
+log = logging.getLogger("theanompi")
 
 FORMAT = 1
 REQUIRED = ("format", "rule", "epoch", "iteration", "n_workers", "worker_params", "worker_state")
@@ -61,3 +64,53 @@ def load_checkpoint(path) -> dict:
     if payload["format"] != FORMAT:
         raise ConfigError(f"RESUME={str(path)!r}: checkpoint format {payload['format']} is not {FORMAT}")
     return payload
+
+
+def _newest_first(directory: Path) -> list[Path]:
+    return sorted(Path(directory).glob("ckpt-epoch-*.hkl"), reverse=True)
+
+
+def load_newest_intact(path) -> tuple[Path, dict]:
+    """(file, payload) of the checkpoint to resume from ``path``, a file or a checkpoint directory.
+
+    For a directory: its newest checkpoint that loads (a damaged newer one is skipped with a
+    warning naming it). For a file that does not load: the ConfigError names the newest intact
+    checkpoint of the same directory, if there is one. An unsafe file is always refused.
+
+    Example
+    -------
+    >>> load_newest_intact("runs/x/checkpoints")      # doctest: +SKIP
+    theanompi: RESUME: skipped runs/x/checkpoints/ckpt-epoch-0003.hkl (not a readable hickle file ...)
+    (PosixPath('runs/x/checkpoints/ckpt-epoch-0002.hkl'), {...})
+    """
+    path = Path(path)
+    if not path.is_dir():
+        try:
+            return path, load_checkpoint(path)
+        except UnsafeFileError:
+            raise
+        except ConfigError as err:
+            others = [p for p in _newest_first(path.parent) if p != path]
+            for other in others:
+                try:
+                    load_checkpoint(other)
+                except ConfigError:
+                    continue
+                raise ConfigError(f"{err}; the intact checkpoint {str(other)!r} can be resumed instead") from None
+            raise
+    newest = resolve_checkpoint(path)
+    candidates = [newest] + [p for p in _newest_first(path) if p != newest and p.name < newest.name]
+    errors = []
+    for candidate in candidates:
+        try:
+            payload = load_checkpoint(candidate)
+        except UnsafeFileError:
+            raise
+        except ConfigError as err:
+            errors.append((candidate, err))
+            continue
+        for skipped, err in errors:
+            log.warning("RESUME=%r: skipped the damaged checkpoint %s (%s); resuming from %s",
+                        str(path), skipped, err, candidate)
+        return candidate, payload
+    raise errors[0][1]

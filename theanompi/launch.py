@@ -17,6 +17,7 @@ import sys
 
 from theanompi.cfg import read_cfg_file, session_arguments
 from theanompi.errors import ConfigError
+from theanompi.mpirun import raise_interrupted
 
 log = logging.getLogger("theanompi")
 
@@ -30,10 +31,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--devices", help="override DEVICES, e.g. cpu0,cpu1")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override any cfg key")
     return parser
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,11 +51,11 @@ def main(argv: list[str] | None = None) -> int:
             raw[key.strip().upper()] = value.strip()
         rule_cls, kwargs = session_arguments(raw)
         spec, ranks = rule_cls.plan_session(**kwargs)
+        signal.signal(signal.SIGTERM, raise_interrupted)  # a killed launcher still stops every rank
+        rule = rule_cls().start(spec, ranks)
     except ConfigError as err:
         sys.stderr.write(f"tmlauncher: error: {err}\n")
         return 2
-    signal.signal(signal.SIGTERM, _raise_interrupt)  # a killed launcher still stops every rank
-    rule = rule_cls().start(spec, ranks)
     code = rule.session.wait()
     for line in rule.session.remote_ends():  # ranks on other hosts: their RUN_DIR may not be this one
         log.info("%s", line)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import re
 import shutil
 import signal
@@ -46,6 +47,9 @@ ROOT_ENV = {
     "PRTE_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
 }
 STATUS_DIR = "ranks"
+_RANK_ERROR_RE = re.compile(r"^\[rank \d+\] error: (.+)$", re.M)
+#: what a rank's error says when it only saw a peer die (ULFM): the peer is the one to name
+_PEER_DIED_RE = re.compile(r"MPI_ERR_PROC_FAILED|MPI_ERR_REVOKED|MPI_ERR_IN_STATUS")
 _MPIEXEC_RANK_RE = re.compile(r"process rank (\d+) .*?(?:exited on|signal|non-zero)", re.S)
 
 
@@ -132,8 +136,25 @@ def mpiexec_env() -> dict[str, str]:
     return env
 
 
+class Interrupted(KeyboardInterrupt):
+    """The launcher was asked to stop by a signal; ``signal_name`` says which (e.g. 'SIGTERM')."""
+
+    def __init__(self, signal_name: str):
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+def raise_interrupted(signum: int, frame) -> None:
+    """Signal handler (e.g. for SIGTERM) that stops a waiting Session, naming the signal."""
+    raise Interrupted(signal.Signals(signum).name)
+
+
 def _terminate_with_parent() -> None:
-    """In the mpiexec child: get SIGTERM when the launcher dies, even by SIGKILL (Linux)."""
+    """In the mpiexec child: get SIGTERM when the launcher dies, even by SIGKILL (Linux).
+
+    Linux sends it when the *thread* that forked the child ends, so children are forked by
+    :func:`spawn`'s long-lived thread, never by the caller's (which may be a short-lived one).
+    """
     try:
         import ctypes
 
@@ -143,11 +164,54 @@ def _terminate_with_parent() -> None:
         pass
 
 
+_spawn_requests: queue.Queue = queue.Queue()
+_spawner: threading.Thread | None = None
+_spawner_lock = threading.Lock()
+
+
+def _serve_spawn_requests() -> None:
+    while True:
+        args, kwargs, reply = _spawn_requests.get()
+        try:
+            reply.put((subprocess.Popen(*args, **kwargs), None))
+        except BaseException as err:  # noqa: BLE001 - handed back to the caller
+            reply.put((None, err))
+
+
+def spawn(*args, **kwargs) -> subprocess.Popen:
+    """``subprocess.Popen(*args, **kwargs)`` run by one daemon thread that lives as long as the process.
+
+    Example
+    -------
+    >>> spawn(["true"]).wait()
+    0
+    """
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None or not _spawner.is_alive():
+            _spawner = threading.Thread(target=_serve_spawn_requests, name="theanompi-spawner", daemon=True)
+            _spawner.start()
+    reply: queue.Queue = queue.Queue(maxsize=1)
+    _spawn_requests.put((args, kwargs, reply))
+    proc, err = reply.get()
+    if err is not None:
+        raise err
+    return proc
+
+
 def rank_failures(run_dir: Path) -> list[str]:
-    """Messages ranks left in ``RUN_DIR/ranks/*.failed`` (in rank order)."""
+    """Messages ranks left in ``RUN_DIR/ranks/*.failed`` (in rank order; empty files skipped)."""
     status = Path(run_dir) / STATUS_DIR
     files = sorted(status.glob("rank-*.failed"), key=lambda p: int(p.stem.split("-")[1]))
-    return [f.read_text().strip() for f in files]
+    messages = []
+    for f in files:
+        try:
+            text = f.read_text().strip()
+        except OSError:
+            continue
+        if text:
+            messages.append(text)
+    return messages
 
 
 class Session:
@@ -157,18 +221,23 @@ class Session:
     launcher) ends every rank through one ``killpg``.
     """
 
-    def __init__(self, argv: list[str], run_dir: Path, ranks: list[RankSpec]):
+    def __init__(self, argv: list[str], run_dir: Path, ranks: list[RankSpec], claim=None, stall_grace: float = 1.5):
         self.run_dir = Path(run_dir)
         self.ranks = ranks
+        #: the run directory's lock (``theanompi.run_dir.RunDirClaim``), released when the session ends
+        self.claim = claim
+        self.stall_grace = stall_grace
+        self.fault_tolerant = "--with-ft" in argv
+        #: mpiexec's exit code once :meth:`wait` returned, else None
+        self.code: int | None = None
         self.failure: str | None = None
         #: ranks that died while the others carried on (ON_WORKER_LOSS=continue), described
         self.lost: list[str] = []
         self._stderr_tail: deque[str] = deque(maxlen=200)
         #: status lines of the ranks on other hosts (their RUN_DIR may not be ours)
         self.remote = RemoteRanks(self.run_dir)
-        self.proc = subprocess.Popen(argv, env=mpiexec_env(), stdin=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True, errors="replace",
-                                     start_new_session=True, preexec_fn=_terminate_with_parent)
+        self.proc = spawn(argv, env=mpiexec_env(), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          errors="replace", start_new_session=True, preexec_fn=_terminate_with_parent)
         self._pump = threading.Thread(target=self._pump_stderr, daemon=True)
         self._pump.start()
 
@@ -197,13 +266,15 @@ class Session:
                 continue
 
     def wait(self) -> int:
-        """Block until the session ends; return mpiexec's exit code (130 after Ctrl-C)."""
+        """Block until the session ends; return mpiexec's exit code (128 + the signal after Ctrl-C/SIGTERM)."""
         try:
             code = self._wait_watching_stalls()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as err:
             self.terminate()
-            self.failure = "interrupted (Ctrl-C); every rank was stopped"
-            code = 130
+            name = getattr(err, "signal_name", "SIGINT")
+            said = "Ctrl-C" if name == "SIGINT" else name
+            self.failure = f"interrupted ({said}); every rank was stopped"
+            code = 128 + getattr(signal, name, signal.SIGINT).value
         self._pump.join(timeout=5)
         if code != 0 and self.failure is None:
             self.failure = self._explain_failure(code)
@@ -212,6 +283,9 @@ class Session:
 
             lost = sorted(set(lost_ranks(self.run_dir, len(self.ranks))) | set(self.remote.lost()))
             self.lost = [self.ranks[r].describe(r) for r in lost]
+        self.code = code
+        if self.claim is not None:
+            self.claim.release()
         return code
 
     def remote_ends(self) -> list[str]:
@@ -231,19 +305,34 @@ class Session:
                 pass
             report = stall_report(self.run_dir / STATUS_DIR, described)
             if report:
-                self.failure = report
+                try:  # the ranks waiting on a stuck one report a moment later: name them too
+                    self.proc.wait(timeout=self.stall_grace)
+                except subprocess.TimeoutExpired:
+                    pass
+                self.failure = stall_report(self.run_dir / STATUS_DIR, described) or report
                 self.terminate()
                 return self.proc.wait()
 
     def _explain_failure(self, code: int) -> str:
+        from theanompi.fault_tolerance import lost_ranks
+
         failures = rank_failures(self.run_dir) or self.remote.failures(lambda r: self.ranks[r].describe(r))
+        lost = lost_ranks(self.run_dir, len(self.ranks))
+        if self.fault_tolerant and lost and failures and all(_PEER_DIED_RE.search(f) for f in failures):
+            # the survivors only saw a peer die (ON_WORKER_LOSS=continue): name the dead one
+            dead = ", ".join(self.ranks[r].describe(r) for r in lost)
+            return f"{dead} died; the others then stopped: {failures[0]}"
         if failures:
             return failures[0]
+        tail = "".join(self._stderr_tail)
         rank_hosts = ["" if r.device.is_local else r.device.host for r in self.ranks]
-        lost_host = self.remote.lost_host("".join(self._stderr_tail), rank_hosts, lambda r: self.ranks[r].describe(r))
+        lost_host = self.remote.lost_host(tail, rank_hosts, lambda r: self.ranks[r].describe(r))
         if lost_host:
             return f"{lost_host} (mpiexec exit code {code})"
-        match = _MPIEXEC_RANK_RE.search("".join(self._stderr_tail))
+        said = _RANK_ERROR_RE.search(tail)  # a rank that could not write its .failed file (e.g. disk full)
+        if said:
+            return said.group(1).strip()
+        match = _MPIEXEC_RANK_RE.search(tail)
         if match:
             rank = int(match.group(1))
             who = self.ranks[rank].describe(rank) if rank < len(self.ranks) else f"rank {rank}"

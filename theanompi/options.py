@@ -45,6 +45,26 @@ def positive_int(value: Any) -> int:
     return number
 
 
+#: the most epochs a session may ask for (a larger count is a typo, and overflows the time arithmetic)
+MAX_EPOCHS = 10**6
+
+
+def epoch_count(value: Any) -> int:
+    """An epoch count in [1, MAX_EPOCHS].
+
+    >>> epoch_count("3")
+    3
+    >>> epoch_count(10**23)
+    Traceback (most recent call last):
+    ...
+    theanompi.options.InvalidValue: use an integer from 1 to 1000000
+    """
+    number = _number(value, int)
+    if number is None or not 1 <= number <= MAX_EPOCHS:
+        raise InvalidValue(f"use an integer from 1 to {MAX_EPOCHS}")
+    return number
+
+
 def non_negative_int(value: Any) -> int:
     number = _number(value, int)
     if number is None or number < 0:
@@ -137,7 +157,7 @@ class Option:
 
 #: Options every rule takes.
 COMMON_OPTIONS = (
-    Option("n_epochs", "N_EPOCHS", positive_int, None, "epochs to train (default: the model's n_epochs, else 10)"),
+    Option("n_epochs", "N_EPOCHS", epoch_count, None, "epochs to train (default: the model's n_epochs, else 10)"),
     Option("seed", "SEED", non_negative_int, 0, "seed for initialisation and the common shuffle"),
     Option("threads", "THREADS_PER_WORKER", non_negative_int, 0, "BLAS/OpenMP threads per rank (0: cores / local ranks)"),
     Option("bind", "BIND", choice("none", "core", "socket", "numa"), "none", "bind each rank through mpiexec --bind-to"),
@@ -146,7 +166,11 @@ COMMON_OPTIONS = (
     Option("lr_scaling", "LR_SCALING", choice("none", "linear"), "none", "linear: multiply the learning rate by the number of workers"),
     Option("warmup_epochs", "WARMUP_EPOCHS", non_negative_float, 0.0, "epochs over which a scaled learning rate ramps up from its 1-worker value"),
     Option("check_finite", "CHECK_FINITE", boolean, True, "stop on NaN/Inf in a buffer about to be exchanged"),
-    Option("watchdog", "WATCHDOG", non_negative_float, 300.0, "seconds a rank may wait in one exchange before the session is stopped (0: never)"),
+    Option("watchdog", "WATCHDOG", non_negative_float, 300.0,
+           "seconds a rank may go without progress in any phase (a step, an exchange, validation, a server's loop) "
+           "before the session is stopped, naming it (0: never)"),
+    Option("watchdog_build", "WATCHDOG_BUILD", non_negative_float, 600.0,
+           "the same limit for building and compiling the model, which can take minutes (0: WATCHDOG)"),
     Option("checkpoint_every", "CHECKPOINT_EVERY", non_negative_int, 0, "save a checkpoint every K epochs (0: never)"),
     Option("checkpoint_dir", "CHECKPOINT_DIR", text_value, None, "where checkpoints go (default RUN_DIR/checkpoints)"),
     Option("resume", "RESUME", text_value, None, "continue from a checkpoint file or directory (its newest)"),

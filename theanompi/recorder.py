@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from theanompi.watchdog import ACTIVITY
+
 TIMERS = ("calc", "comm", "wait")
 log = logging.getLogger(__name__)
 
@@ -55,8 +57,7 @@ class Recorder:
         self.epochs: list[dict[str, Any]] = []
         self._pending: list[tuple] = []  # iteration records not yet written
         self._timers = {k: _Timer(self, k) for k in TIMERS}
-        #: wall-clock time (time.time()) since which this rank waits in an exchange, else None
-        self.comm_since: float | None = None
+        self._open_kinds: list[str] = []  # kinds of the timers now open, innermost last
         if self.write:
             self.run_dir.mkdir(parents=True, exist_ok=True)
 
@@ -130,6 +131,7 @@ class Recorder:
         it["calc"] = it["comm"] = it["wait"] = 0.0
         row = (self.iteration, calc, comm, wait)
         self.iteration += 1
+        ACTIVITY.iteration = self.iteration
         if self.write:
             self._pending.append(row)
         return dict(zip(("iteration",) + TIMERS, row))
@@ -196,8 +198,15 @@ class Recorder:
             self._flush_iterations()
 
 
+#: what the watchdog is told a rank does inside each timer, and whether that waits on other ranks
+_ACTIVITY_OF = {"calc": ("computing", False), "comm": ("an exchange", True), "wait": ("waiting", True)}
+
+
 class _Timer:
-    """Re-entrant-free timer context for one kind (cheaper than a generator context manager)."""
+    """Re-entrant-free timer context for one kind (cheaper than a generator context manager).
+
+    Entering and leaving a timer is progress for the watchdog (``theanompi.watchdog.ACTIVITY``).
+    """
 
     __slots__ = ("recorder", "kind", "frames")
 
@@ -210,13 +219,14 @@ class _Timer:
         frame = [time.perf_counter(), 0.0]
         self.frames.append(frame)
         self.recorder._stack.append(frame)
-        if self.kind == "comm":
-            self.recorder.comm_since = time.time()
+        self.recorder._open_kinds.append(self.kind)
+        ACTIVITY.progress(*_ACTIVITY_OF[self.kind])
 
     def __exit__(self, *exc) -> None:
         frame = self.frames.pop()
-        if self.kind == "comm":
-            self.recorder.comm_since = None
+        kinds = self.recorder._open_kinds
+        kinds.pop()
+        ACTIVITY.progress(*(_ACTIVITY_OF[kinds[-1]] if kinds else ()))
         stack = self.recorder._stack
         stack.pop()
         elapsed = time.perf_counter() - frame[0]

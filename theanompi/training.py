@@ -24,6 +24,7 @@ from theanompi.errors import ContractError
 from theanompi.model_loader import load_model_class
 from theanompi.param_access import assign, current_value, host_copy
 from theanompi.theano_mpi_contract import TheanoMPIModel, follows_theanompi_contract
+from theanompi.watchdog import ACTIVITY
 
 log = logging.getLogger("theanompi")
 
@@ -33,7 +34,10 @@ DEFAULT_EPOCHS = 10
 def build_model(ctx, worker_rank: int, n_workers: int, sync_type: str | None):
     """Construct the session's ModelClass for one worker, check the contract, compile."""
     spec = ctx.spec
+    ACTIVITY.enter("building the model")
+    ACTIVITY.progress("importing")
     cls = load_model_class(spec.modelfile, spec.modelclass, spec.cwd)
+    ACTIVITY.progress("constructing")
     config = WorkerConfig(
         rank=worker_rank, size=n_workers, seed=spec.options["seed"], device=ctx.device,
         sync_type=sync_type, options=dict(spec.options), model_options=dict(spec.model_options),
@@ -44,7 +48,9 @@ def build_model(ctx, worker_rank: int, n_workers: int, sync_type: str | None):
     if follows_theanompi_contract(model):
         model = TheanoMPIModel(model, config)
     check_model_instance(model, sync_type)
+    ACTIVITY.progress("compiling")
     model.compile_iter_fns(sync_type)
+    ACTIVITY.enter("setting up")
     return model
 
 
@@ -55,7 +61,8 @@ def n_epochs_for(model, options: dict[str, Any]) -> int:
 
 def check_agreement(comm, **facts: Any) -> None:
     """Raise ContractError on every rank if ranks disagree on any fact (before exchanging)."""
-    gathered = comm.allgather(facts)
+    with ACTIVITY.waiting("an agreement check"):
+        gathered = comm.allgather(facts)
     for key in facts:
         values = [g[key] for g in gathered]
         if any(v != values[0] for v in values):
@@ -69,14 +76,17 @@ def allreduce_sums(comm, values: list[float]) -> np.ndarray:
 
     mine = np.asarray(values, dtype=np.float64)
     total = np.empty_like(mine)
-    comm.Allreduce(mine, total, op=MPI.SUM)  # not in place: safe to repeat after a lost worker
+    with ACTIVITY.waiting("a collective"):
+        comm.Allreduce(mine, total, op=MPI.SUM)  # not in place: safe to repeat after a lost worker
     return total
 
 
 def validate(model, recorder, comm) -> dict[str, float]:
     """Run every validation batch on this rank; metrics averaged over all ranks' samples."""
+    ACTIVITY.enter("validation")
     for count in range(model.data.n_batch_val):
         model.val_iter(count, recorder)
+        ACTIVITY.progress()
     loss_sum, err_sum, n, top5_sum, n_top5 = allreduce_sums(comm, recorder.val_sums() + recorder.val_top5_sums())
     if n == 0:
         return {"val_loss": float("nan"), "val_error": float("nan"), "val_accuracy": float("nan"), "val_samples": 0}
@@ -97,6 +107,22 @@ def train_metrics(recorder, comm) -> dict[str, float]:
     return {"train_loss_all": loss_sum / max(n, 1), "train_error_all": err_sum / max(n, 1), "train_samples": int(n)}
 
 
+def format_duration(seconds: float) -> str:
+    """``H:MM:SS``, with days once it passes 24 hours.
+
+    Example
+    -------
+    >>> format_duration(3725), format_duration(90061.4), format_duration(float("inf"))
+    ('01:02:05', '1 d 01:01:01', 'unknown')
+    """
+    if not seconds >= 0 or seconds == float("inf"):
+        return "unknown"
+    days, rest = divmod(int(round(seconds)), 86400)
+    hours, rest = divmod(rest, 3600)
+    clock = f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
+    return f"{days} d {clock}" if days else clock
+
+
 class Progress:
     """Rank 0's one line per epoch: loss, accuracy, samples/s, ETA."""
 
@@ -115,7 +141,7 @@ class Progress:
         log.info(
             "epoch %d/%d  train loss %.4f err %.2f%%  val loss %.4f acc %.2f%%  %.0f samples/s  ETA %s",
             epoch + 1, self.n_epochs, metrics["train_loss_all"], 100 * metrics["train_error_all"],
-            metrics["val_loss"], 100 * metrics["val_accuracy"], rate, time.strftime("%H:%M:%S", time.gmtime(eta)),
+            metrics["val_loss"], 100 * metrics["val_accuracy"], rate, format_duration(eta),
         )
         return {"epoch_s": epoch_s, "samples_per_s": rate, "elapsed_s": elapsed}
 
@@ -161,25 +187,25 @@ class WorkerLoop:
 
     def __init__(self, ctx, comm):
         from theanompi.params import FusedParams
-        from theanompi.recorder import Recorder
 
         self.ctx = ctx
         self.comm = comm
         self.options = ctx.spec.options
         self.model = build_model(ctx, comm.rank, comm.size, self.sync_type)
         self.fused = FusedParams(self.model.params, where=self.fused_where)
-        self.recorder = Recorder(ctx.spec.run_dir, write=comm.rank == 0)
+        self.recorder = self.make_recorder()
         self.n_epochs = n_epochs_for(self.model, self.options)
         self.iteration = 0
         self.epoch = 0
         self.restored: dict | None = None  # the checkpoint resumed from (rules read their extras from it)
         self.restored_slot = 0  # whose entries of it are this worker's
         self.start_epoch = self.restore(self.options["resume"]) if self.options.get("resume") else 0
-        if self.options.get("watchdog"):
-            from theanompi.watchdog import Watchdog
 
-            Watchdog(self.recorder, self.options["watchdog"], Path(ctx.spec.run_dir) / "ranks", ctx.rank,
-                     f"rank {ctx.rank} ({ctx.role} on {ctx.device})", lambda: self.iteration).start()
+    def make_recorder(self):
+        """This worker's Recorder (called once by the constructor): worker 0 writes the run's records."""
+        from theanompi.recorder import Recorder
+
+        return Recorder(self.ctx.spec.run_dir, write=self.comm.rank == 0)
 
     # checkpoints -----------------------------------------------------------------------
     def state_vars(self) -> list:
@@ -226,8 +252,10 @@ class WorkerLoop:
 
         mine = ([host_copy(p) for p in self.model.params], [host_copy(v) for v in self.state_vars()],
                 self.rule_state())
-        gathered = self.comm.gather(mine, root=0)
+        with ACTIVITY.waiting("gathering a checkpoint"):
+            gathered = self.comm.gather(mine, root=0)
         if self.comm.rank == 0:
+            ACTIVITY.enter("writing a checkpoint")
             path = save_checkpoint(self.options["checkpoint_dir"], {
                 "rule": self.rule_name, "epoch": epoch, "iteration": self.iteration, "n_workers": self.comm.size,
                 "seed": self.options.get("seed", 0),
@@ -278,12 +306,14 @@ class WorkerLoop:
     # the session -----------------------------------------------------------------------
     def train_epoch(self, epoch: int) -> bool:
         """Run one epoch's steps; False if a stop was requested."""
+        ACTIVITY.enter("training")
         self.model.adjust_hyperp(epoch)
         data = self.model.data
         if callable(getattr(data, "set_epoch", None)) and getattr(data, "epoch", None) != epoch:
             data.set_epoch(epoch)  # a model that forgot it would reuse one shuffle every epoch
         for count in range(self.model.data.n_batch_train):
             self.step(count)
+            ACTIVITY.progress()
             self.recorder.end_iteration()
             self.iteration += 1
             if self.stop_requested():
@@ -297,11 +327,13 @@ class WorkerLoop:
         for epoch in range(self.start_epoch, self.n_epochs):
             self.epoch = epoch
             completed = self.train_epoch(epoch)
+            ACTIVITY.enter("the epoch's end")
             self.end_of_epoch(epoch)
             if callable(getattr(self.model, "sync_state", None)):
                 self.model.sync_state(self.comm)
             metrics = train_metrics(self.recorder, self.comm)
             metrics.update(validate(self.model, self.recorder, self.comm))
+            ACTIVITY.enter("the epoch's records")
             if rank0:
                 metrics.update(progress.epoch_done(epoch, metrics))
             self.recorder.end_epoch(epoch, metrics)
@@ -310,9 +342,12 @@ class WorkerLoop:
                 self.save_checkpoint(epoch)
             if not completed:
                 break
+        ACTIVITY.enter("finishing")
         self.finish()
-        per_worker = self.comm.gather(self.worker_record(), root=0)
+        with ACTIVITY.waiting("gathering the workers' records"):
+            per_worker = self.comm.gather(self.worker_record(), root=0)
         if rank0:
+            ACTIVITY.enter("writing the final model")
             last = self.recorder.epochs[-1]
             path = save_final_params(self.model.params, self.ctx.spec.run_dir)
             self.recorder.write_summary({

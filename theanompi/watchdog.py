@@ -1,62 +1,156 @@
-"""Stall detection: a rank waiting too long in one exchange is reported, and the launcher stops the session.
+"""Stall detection: a rank that makes no progress for ``WATCHDOG`` seconds is named, and the launcher stops the session.
 
-Each rank runs a :class:`Watchdog` thread that looks once a second at its
-recorder's ``comm_since`` (set while the rank is inside an exchange). After
-``WATCHDOG`` seconds in one exchange it writes ``RUN_DIR/ranks/rank-N.stall``
-(who, since when, at which iteration). The launcher (:func:`stall_report`)
-turns those files into one line naming the waiting ranks and the ones that
-never arrived, then ends every rank.
+Every rank process has one :data:`ACTIVITY`: the phase it is in (building the
+model, training, validation, epoch end, serving, ...), whether it is waiting on
+other ranks (an exchange, a collective) or working itself, and since when.
+Phases are entered by the rank loops (:meth:`Activity.enter`); the recorder's
+timers and :meth:`Activity.waiting` mark progress inside them. A
+:class:`Watchdog` thread, started by ``theanompi.worker`` before the rule runs
+(so servers and the model build are covered too), writes
+``RUN_DIR/ranks/rank-N.stall`` once nothing has moved for ``WATCHDOG`` seconds.
+The launcher (:func:`stall_report`) turns those files into one line that names
+the stuck ranks first (those not waiting on anyone), then the ones waiting.
 
 Example
 -------
->>> Watchdog(recorder, timeout=60, status_dir=run_dir / "ranks", rank=1, who="rank 1 (worker on cpu1)",
-...          iteration=lambda: loop.iteration).start()       # doctest: +SKIP
+>>> activity = Activity()
+>>> activity.enter("validation")
+>>> with activity.waiting("an exchange"):
+...     activity.describe()[:2]
+('validation (an exchange)', True)
+>>> activity.describe()[:2]
+('validation', False)
+>>> Watchdog(timeout=60, path=run_dir / "ranks" / "rank-1.stall",
+...          who="rank 1 (worker on cpu1)").start()       # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
 from pathlib import Path
+from typing import Iterator
+
+
+class Activity:
+    """What this process does now: (phase, detail, waiting on other ranks?, since when), replaced atomically."""
+
+    def __init__(self) -> None:
+        self.state: tuple[str, str, bool, float] = ("starting", "", False, time.time())
+        self.iteration = 0
+
+    def enter(self, phase: str) -> None:
+        """A new phase of the rank's work starts now."""
+        self.state = (phase, "", False, time.time())
+
+    def progress(self, detail: str = "", waiting: bool = False) -> None:
+        """Something moved inside the current phase; ``detail`` says what the rank does next."""
+        self.state = (self.state[0], detail, waiting, time.time())
+
+    @contextlib.contextmanager
+    def waiting(self, what: str) -> Iterator[None]:
+        """The block waits on other ranks (an exchange, a collective): it does not blame this rank."""
+        self.progress(what, waiting=True)
+        try:
+            yield
+        finally:
+            self.progress()
+
+    def describe(self) -> tuple[str, bool, float]:
+        """(phase with detail, waiting?, since)."""
+        phase, detail, waiting, since = self.state
+        return (f"{phase} ({detail})" if detail else phase), waiting, since
+
+
+#: the activity of this process (one rank per process)
+ACTIVITY = Activity()
+#: phases that import and compile the model: they may take minutes, and get their own limit
+BUILD_PHASES = ("starting", "building the model")
 
 
 class Watchdog(threading.Thread):
-    def __init__(self, recorder, timeout: float, status_dir: Path, rank: int, who: str, iteration):
+    """Writes ``path`` (JSON: who, where, waiting, since, iteration) once ``activity`` stalls ``timeout``
+    seconds (``build_timeout`` in the :data:`BUILD_PHASES`; default ``timeout``)."""
+
+    def __init__(self, timeout: float, path: Path, who: str, activity: Activity = ACTIVITY,
+                 build_timeout: float | None = None):
         super().__init__(name="theanompi-watchdog", daemon=True)
-        self.recorder, self.timeout = recorder, float(timeout)
-        self.path = Path(status_dir) / f"rank-{rank}.stall"
-        self.who, self.iteration = who, iteration
-        self.reported_since = None
+        self.timeout = float(timeout)
+        self.build_timeout = float(build_timeout or timeout)
+        self.path = Path(path)
+        self.who = who
+        self.activity = activity
+        self.reported_since: float | None = None
 
     def run(self) -> None:
         while True:
-            time.sleep(min(1.0, self.timeout / 4))
-            since = self.recorder.comm_since
-            if since is None or since == self.reported_since:
+            time.sleep(min(1.0, self.timeout / 4, self.build_timeout / 4))
+            phase = self.activity.state[0]
+            where, waiting, since = self.activity.describe()
+            if self.reported_since is not None and since != self.reported_since:
+                self.path.unlink(missing_ok=True)  # it moved again: the report is no longer true
+                self.reported_since = None
+            limit = self.build_timeout if phase in BUILD_PHASES else self.timeout
+            if since == self.reported_since or time.time() - since < limit:
                 continue
-            waited = time.time() - since
-            if waited >= self.timeout:
-                record = {"who": self.who, "since": since, "iteration": int(self.iteration())}
-                tmp = self.path.with_suffix(".tmp")
+            record = {"who": self.who, "where": where, "waiting": waiting, "since": since,
+                      "iteration": int(self.activity.iteration)}
+            tmp = self.path.with_suffix(".tmp")
+            try:
                 tmp.write_text(json.dumps(record))
                 tmp.replace(self.path)
-                self.reported_since = since
+            except OSError:
+                continue  # a full or read-only disk: the rank's own error will say so
+            self.reported_since = since
 
 
-def stall_report(status_dir: Path, describe_ranks: list[str]) -> str | None:
-    """One line naming waiting ranks and silent ones, or None if no rank reported a stall."""
+def read_stalls(status_dir: Path) -> dict[int, dict]:
+    """rank -> the record its watchdog wrote."""
     stalls = {}
     for path in Path(status_dir).glob("rank-*.stall"):
         try:
             stalls[int(path.stem.split("-")[1])] = json.loads(path.read_text())
         except (ValueError, OSError):
             continue
+    return stalls
+
+
+def stall_report(status_dir: Path, describe_ranks: list[str]) -> str | None:
+    """One line naming stuck ranks, then waiting ones, then silent ones; None while the session may go on.
+
+    The session is stalled when a rank is stuck in its own work, or when every rank that has not
+    finished waits on the others (a rank that waits while a silent one still works is not a stall:
+    e.g. a server idle while its workers validate).
+
+    Example
+    -------
+    >>> import json, tempfile, time
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "rank-1.stall").write_text(json.dumps({"who": "rank 1", "where": "training", "waiting": False,
+    ...                                                 "since": time.time() - 5, "iteration": 2}))
+    >>> stall_report(d, ["rank 0", "rank 1"])
+    'stalled: rank 1 is stuck in training for 5 s at iteration 2; not reporting (slow, or stuck too): rank 0'
+    """
+    status_dir = Path(status_dir)
+    done = {r for r in range(len(describe_ranks)) if (status_dir / f"rank-{r}.done").exists()}
+    stalls = {r: s for r, s in read_stalls(status_dir).items() if r not in done}  # done: only leaving MPI
     if not stalls:
         return None
     now = time.time()
-    waiting = "; ".join(f"{s['who']} has waited {now - s['since']:.0f} s in an exchange at iteration {s['iteration']}"
-                        for _, s in sorted(stalls.items()))
-    silent = [d for r, d in enumerate(describe_ranks) if r not in stalls]
+    longest_first = sorted(stalls.items(), key=lambda item: (item[1]["since"], item[0]))
+    stuck = [f"{s['who']} is stuck in {s['where']} for {now - s['since']:.0f} s at iteration {s['iteration']}"
+             for _, s in longest_first if not s.get("waiting")]
+    waiting = [f"{s['who']} has waited {now - s['since']:.0f} s in {s['where']} at iteration {s['iteration']}"
+               for _, s in sorted(stalls.items()) if s.get("waiting")]
+    running = [r for r in range(len(describe_ranks)) if r not in done]
+    if not stuck and any(r not in stalls for r in running):
+        return None
+    silent = [describe_ranks[r] for r in running if r not in stalls]
+    if stuck:
+        parts = stuck + waiting
+        rest = f"; not reporting (slow, or stuck too): {', '.join(silent)}" if silent else ""
+        return f"stalled: {'; '.join(parts)}{rest}"
     rest = f"; not waiting (stuck elsewhere or slow): {', '.join(silent)}" if silent else ""
-    return f"stalled exchange: {waiting}{rest}"
+    return f"stalled exchange: {'; '.join(waiting)}{rest}"

@@ -48,18 +48,32 @@ def _status_path(spec: SessionSpec, rank: int, state: str) -> Path:
     return directory / f"rank-{rank}.{state}"
 
 
+def _disk_full_hint(err: BaseException) -> str | None:
+    """What a full disk cost, for an OSError saying ENOSPC (else None)."""
+    import errno
+
+    if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+        return ("the disk is full: this rank stopped, and records or the final model it was writing were not "
+                "saved; free space and RESUME from the last checkpoint")
+    return None
+
+
 def _fail(spec: SessionSpec, rank: int, who: str, err: BaseException) -> None:
     from theanompi.errors import ConfigError
 
     from theanompi.model_loader import theano_era_hint
 
-    hint = theano_era_hint(err)
+    hint = theano_era_hint(err) or _disk_full_hint(err)
     line = f"{who}: {type(err).__name__}: {err}" + (f" ({hint})" if hint else "")
     line = line.replace("\n", " ")
+    path = Path(spec.run_dir) / STATUS_DIR / f"rank-{rank}.failed"
     try:
-        _status_path(spec, rank, "failed").write_text(line + "\n")
-    except OSError:
-        pass
+        path.write_text(line + "\n")
+    except OSError:  # e.g. the disk is full: the launcher reads the line from stderr instead
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            pass
     report_to_launcher(spec, rank, "failed", line)
     if isinstance(err, ConfigError):
         sys.stderr.write(f"[rank {rank}] error: {line}\n")
@@ -90,12 +104,17 @@ def main(argv: list[str] | None = None) -> int:
     from theanompi.log import setup_logging
 
     setup_logging(comm.rank, spec.options.get("log_level", "INFO"))
+    if spec.options.get("watchdog"):  # every phase of every rank, from here on
+        from theanompi.watchdog import Watchdog
+
+        Watchdog(spec.options["watchdog"], _status_path(spec, rank, "stall"), who,
+                 build_timeout=spec.options.get("watchdog_build")).start()
     try:
         from theanompi.rules import get_rule
 
         ctx = RankContext(spec=spec, rank=comm.rank, role=role, device=device, comm=comm)
         get_rule(spec.rule).run_rank(ctx)
-        _status_path(spec, rank, "done").write_text("ok\n")
+        _status_path(spec, rank, "done").write_text("ok\n")  # the watchdog's reports no longer count
         report_to_launcher(spec, rank, "done")
     except BaseException as err:  # noqa: BLE001 - any failure must end every rank
         _fail(spec, rank, who, err)

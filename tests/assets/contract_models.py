@@ -91,3 +91,33 @@ class Napper(MLP):
 
         time.sleep(0.1)
         return super().train_iter(count, recorder)
+
+
+class HangsWhere(MLP):
+    """The rank built with ``config.rank == hang_rank`` stops doing anything in phase ``hang_in``:
+    'build' (its constructor), 'train' (its 3rd step) or 'val' (its 2nd validation batch; EASGD's
+    server, built as rank 0, validates and warms up with one batch while it builds)."""
+
+    defaults = {**MLP.defaults, "hang_in": "train", "hang_rank": 1}
+
+    def _hang_if(self, phase):
+        if self.hp["hang_in"] == phase and self.config.rank == self.hp["hang_rank"]:
+            import time
+
+            time.sleep(3600)
+
+    def __init__(self, config):
+        super().__init__(config)
+        self._val_calls = 0
+        self._hang_if("build")
+
+    def train_iter(self, count, recorder):
+        if count == 2:
+            self._hang_if("train")
+        return super().train_iter(count, recorder)
+
+    def val_iter(self, count, recorder):
+        self._val_calls += 1
+        if self._val_calls == 2:
+            self._hang_if("val")
+        return super().val_iter(count, recorder)

@@ -43,6 +43,7 @@ from theanompi.options import Option, boolean, choice, positive_float, positive_
 from theanompi.ps.updaters import UPDATERS
 from theanompi.rules.base import Rule
 from theanompi.training import WorkerLoop
+from theanompi.watchdog import ACTIVITY
 
 
 class ASGD(Rule):
@@ -72,10 +73,10 @@ class ASGD(Rule):
     def run_rank(cls, ctx) -> None:
         role_comm = ctx.role_comm()
         if ctx.role == "server":
-            from theanompi.ps.server import TableServer
-
             servers = ctx.ranks_with_role("server")
-            TableServer(ctx.comm, ctx.ranks_with_role("worker"), servers.index(ctx.rank), len(servers),
+            ACTIVITY.enter("serving the tables")
+            ACTIVITY.progress("waiting for requests", waiting=True)
+            _watched_table_server()(ctx.comm, ctx.ranks_with_role("worker"), servers.index(ctx.rank), len(servers),
                         sync=ctx.spec.options["sync"],
                         tolerate_lost_clients=ctx.spec.options["on_worker_loss"] == "continue").serve()
         else:
@@ -84,6 +85,19 @@ class ASGD(Rule):
 
                 role_comm = SurvivorsComm(role_comm, "ASGD workers")
             ASGDWorker(ctx, role_comm).run()
+
+
+def _watched_table_server() -> type:
+    """TableServer whose requests are progress for the watchdog (imported here: mpi4py starts MPI on import)."""
+    from theanompi.ps.server import TableServer
+
+    class WatchedTableServer(TableServer):
+        def handle(self, source: int) -> None:
+            ACTIVITY.progress(f"a request of rank {source}")
+            super().handle(source)
+            ACTIVITY.progress("waiting for requests", waiting=True)
+
+    return WatchedTableServer
 
 
 class ASGDWorker(WorkerLoop):
@@ -108,7 +122,8 @@ class ASGDWorker(WorkerLoop):
                                               momentum=opts["server_momentum"])
         if comm.rank == 0:
             self.client.set(self.table, self.fused.read())  # master initialisation
-        comm.Barrier()
+        with ACTIVITY.waiting("the start barrier"):
+            comm.Barrier()
         self.accumulated = np.zeros(self.fused.size, self.fused.dtype) if self.sync_type == "cdd" else None
         self.pending = 0
         self.exchanges = 0
@@ -157,7 +172,8 @@ class ASGDWorker(WorkerLoop):
 
     def finish(self) -> None:
         self.server_stats = self.client.stats() if self.comm.rank == 0 else []
-        self.comm.Barrier()
+        with ACTIVITY.waiting("the final barrier"):
+            self.comm.Barrier()
         self.client.done()
 
     def worker_record(self) -> dict:

@@ -120,27 +120,49 @@ class Rule:
             options["checkpoint_dir"] = os.path.join(options["run_dir"], "checkpoints")
         options["checkpoint_dir"] = os.path.join(cwd, options["checkpoint_dir"])
         if options.get("resume"):
-            from theanompi.checkpoint import load_checkpoint, resolve_checkpoint
+            from theanompi.checkpoint import load_newest_intact
 
-            path = resolve_checkpoint(os.path.join(cwd, options["resume"]))
-            payload = load_checkpoint(path)  # refuses unsafe or foreign files before any rank starts
+            # refuses unsafe or foreign files before any rank starts; skips a damaged newest one
+            path, payload = load_newest_intact(os.path.join(cwd, options["resume"]))
             if payload["rule"] != cls.name:
                 raise ConfigError(f"RESUME={str(path)!r} is a {payload['rule']} checkpoint, not {cls.name}")
             options["resume"] = str(path)
 
     def start(self, spec: SessionSpec, ranks: list[RankSpec]) -> "Rule":
-        """Write the spec into its run directory and start mpiexec."""
+        """Claim the run directory (one session at a time, stale rank status cleared), write the spec
+        into it and start mpiexec. ConfigError if the directory is busy or a path is not writable."""
+        from theanompi.run_dir import check_writable_dir, claim_run_dir
+
+        self._refuse_a_second_session()
         run_dir = Path(spec.run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        spec_path = run_dir / "session.json"
-        spec.save(spec_path)
-        argv = mpiexec_command(ranks, str(spec_path), bind=spec.options["bind"], threads=spec.options.get("threads", 0),
-                               fault_tolerant=spec.options.get("on_worker_loss") == "continue")
-        notes = "".join(f"; {note}" for note in spec.notes)
-        log.info("starting %d ranks: %s%s", len(ranks), ", ".join(str(r.device) for r in ranks), notes)
-        self.spec = spec
-        self.session = Session(argv, run_dir, ranks)
+        claim = claim_run_dir(run_dir)
+        try:
+            if spec.options.get("checkpoint_every"):
+                check_writable_dir("CHECKPOINT_DIR", Path(spec.options["checkpoint_dir"]))
+            spec_path = run_dir / "session.json"
+            try:
+                spec.save(spec_path)
+            except OSError as err:
+                raise ConfigError(f"RUN_DIR={str(run_dir)!r}: {spec_path.name} cannot be written: "
+                                  f"{err.strerror or err}") from None
+            argv = mpiexec_command(ranks, str(spec_path), bind=spec.options["bind"],
+                                   threads=spec.options.get("threads", 0),
+                                   fault_tolerant=spec.options.get("on_worker_loss") == "continue")
+            notes = "".join(f"; {note}" for note in spec.notes)
+            log.info("starting %d ranks: %s%s", len(ranks), ", ".join(str(r.device) for r in ranks), notes)
+            self.spec = spec
+            self.session = Session(argv, run_dir, ranks, claim=claim)
+        except BaseException:
+            claim.release()
+            raise
         return self
+
+    def _refuse_a_second_session(self) -> None:
+        """RuntimeError while this object's session has not been waited for (its outcome would be lost)."""
+        if self.session is not None and self.session.code is None:
+            raise RuntimeError(f"{type(self).__name__}.init(): this object already runs a session "
+                               f"(RUN_DIR={str(self.run_dir)!r}); wait() for it first, or use another "
+                               f"{type(self).__name__}()")
 
     def init(self, devices, modelfile: str, modelclass: str,
              model_options: dict[str, Any] | None = None, **options: Any) -> "Rule":
@@ -148,8 +170,11 @@ class Rule:
 
         ``options`` are the rule's keyword options (``n_epochs``, ``seed``, and
         the rule's own, e.g. BSP's ``sync_type``); ``model_options`` reach the
-        ModelClass as ``config.model_options``. Raises ConfigError on bad input.
+        ModelClass as ``config.model_options``. Raises ConfigError on bad input, RuntimeError while
+        this object's previous session has not been waited for. May be called from a short-lived
+        thread: the session does not end with it.
         """
+        self._refuse_a_second_session()
         spec, ranks = self.plan_session(devices, modelfile, modelclass, model_options, **options)
         return self.start(spec, ranks)
 

@@ -108,6 +108,7 @@ from theanompi.mpirun import RankSpec
 from theanompi.options import Option, fraction, positive_int
 from theanompi.rules.base import Rule
 from theanompi.training import WorkerLoop
+from theanompi.watchdog import ACTIVITY
 
 log = logging.getLogger("theanompi")
 
@@ -235,7 +236,8 @@ class EASGDServer:
         _start_point(self.xcomm, self.fused, root=self.workers[0], resumed=bool(resume),
                      staging=MPIStaging(cuda_aware=False))
         self.centre = self.fused.read().copy()
-        batches = self.xcomm.gather(None, root=self.server)
+        with ACTIVITY.waiting("the workers' shard sizes"):
+            batches = self.xcomm.gather(None, root=self.server)
         self.shard_batches = [int(batches[rank]) for rank in self.workers]
         self.global_epoch = sum(self.shard_batches)
         self.target = self.n_epochs * self.global_epoch
@@ -297,6 +299,7 @@ class EASGDServer:
         from mpi4py import MPI
 
         rec, xcomm = self.recorder, self.xcomm
+        ACTIVITY.enter("serving the workers")
         turn = [0]  # where the next round-robin probe starts
 
         def probe() -> bool:
@@ -343,6 +346,7 @@ class EASGDServer:
             while self.iterations >= (self.epochs_done + 1) * self.global_epoch:
                 self.end_global_epoch(self.epochs_done)
                 self.epochs_done += 1
+                ACTIVITY.enter("serving the workers")
 
     def _receive_snapshot(self, k: int, source: int, delta: np.ndarray) -> None:
         """Worker ``k``'s state (sent right after its reply); its params are this exchange's ``w - d``."""
@@ -498,18 +502,16 @@ class EASGDWorker(WorkerLoop):
     fused_where = "device"
 
     def __init__(self, ctx):
-        from theanompi.recorder import Recorder
-
         role_comm, self.xcomm, self.server, workers = _connect(ctx)
         super().__init__(ctx, role_comm)
         self.index = role_comm.rank
-        self.recorder = Recorder(Path(ctx.spec.run_dir) / "workers" / f"worker-{self.index}", write=True)
         self.staging = MPIStaging()
         _start_point(self.xcomm, self.fused, root=workers[0], resumed=self.restored is not None, staging=self.staging)
         if self.restored is not None:
-            self.iteration = int(self.restored["worker_iterations"][self.restored_slot])
-        self.xcomm.gather(int(self.model.data.n_batch_train), root=self.server)
-        self.grant = int(self.xcomm.scatter(None, root=self.server))
+            self.iteration = self.recorder.iteration = int(self.restored["worker_iterations"][self.restored_slot])
+        with ACTIVITY.waiting("the server's first grant"):
+            self.xcomm.gather(int(self.model.data.n_batch_train), root=self.server)
+            self.grant = int(self.xcomm.scatter(None, root=self.server))
         self.stopped = self.grant == 0
         self.since = 0  # local steps since the last exchange
         self.exchanges = 0
@@ -522,6 +524,12 @@ class EASGDWorker(WorkerLoop):
         self._train_carry = np.zeros(3)  # unreported sums of finished shard epochs
 
     # hooks of the shared loop -----------------------------------------------------------
+    def make_recorder(self):
+        """Every worker writes its own records, under ``RUN_DIR/workers/worker-K``."""
+        from theanompi.recorder import Recorder
+
+        return Recorder(Path(self.ctx.spec.run_dir) / "workers" / f"worker-{self.comm.rank}", write=True)
+
     def step(self, count: int) -> None:
         super().step(count)
         self.since += 1
@@ -587,6 +595,7 @@ class EASGDWorker(WorkerLoop):
             self._train_base = np.zeros(3)
             self.recorder.end_epoch(shard_epoch, {"iterations": self.iteration, "exchanges": self.exchanges})
             shard_epoch += 1
+        ACTIVITY.enter("finishing")
         self.finish()
         self.recorder.write_summary({"rule": self.rule_name, **self.summary()})
         log.debug("worker %d stopped after %d steps, %d exchanges", self.index, self.iteration, self.exchanges)

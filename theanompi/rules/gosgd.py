@@ -88,6 +88,7 @@ import numpy as np
 from theanompi.options import Option, fraction
 from theanompi.rules.base import Rule
 from theanompi.training import WorkerLoop, check_agreement
+from theanompi.watchdog import ACTIVITY
 
 log = logging.getLogger("theanompi")
 
@@ -259,6 +260,7 @@ class GOSGDWorker(WorkerLoop):
     def wait_for_peers(self) -> None:
         """Ibarrier with every worker; merge incoming messages while it is pending."""
         barrier = self.gcomm.Ibarrier()
+        ACTIVITY.progress("meeting the other workers", waiting=True)
         while True:
             self.idle_merges += self.receive_all()  # drain before testing: nothing waits in the queue
             self.reap()
