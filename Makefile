@@ -18,7 +18,7 @@ run: $(STAMP)
 	$(BIN)/tmlauncher -cfg=launch_session.cfg
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=25 tests
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
