@@ -21,6 +21,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -82,7 +83,20 @@ class TwoHosts:
             _sh("unshare", f"--uts={links / 'uts'}", "hostname", host)
         mnt = self.base / "hosts" / "host2" / "mnt"
         mnt.touch()
-        _sh("unshare", f"--mount={mnt}", "--propagation", "private", "mount", "-t", "tmpfs", "tmpfs", "/tmp")
+        # host2's own /tmp; what a real host would share (the checkout, the venv: README's "same venv path")
+        # is bound back in when it lives under /tmp (a clone in /tmp, as CI may make it)
+        keep = sorted({str(Path(p).resolve()) for p in self.shared_paths()
+                       if Path(p).resolve().is_relative_to("/tmp")})
+        script = ('set -e; i=0; for p in "$@"; do mkdir -p "$STASH/$i"; mount --bind "$p" "$STASH/$i"; '
+                  'i=$((i+1)); done; mount -t tmpfs tmpfs /tmp; i=0; for p in "$@"; do mkdir -p "$p"; '
+                  'mount --bind "$STASH/$i" "$p"; i=$((i+1)); done')
+        _sh("unshare", f"--mount={mnt}", "--propagation", "private", "env", f"STASH={self.base / 'stash'}",
+            "sh", "-c", script, "sh", *keep)
+
+    @staticmethod
+    def shared_paths() -> list[str]:
+        """Directories every host must see: this checkout and the Python environment running the tests."""
+        return [str(Path(__file__).resolve().parents[2]), sys.prefix]
 
     def destroy(self) -> None:
         """Kill what still runs in the namespaces, then remove them (never raises)."""
