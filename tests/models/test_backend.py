@@ -85,3 +85,15 @@ def test_choose_openblas_coretype_without_avx512_leaves_the_environment_alone():
     env: dict[str, str] = {}
     features = {name: True for name in AVX512_FEATURES} | {"AVX512BW": False}
     assert choose_openblas_coretype(env, features=features) == (None, "openblas") and env == {}
+
+
+def test_import_lets_idle_threads_sleep_unless_the_user_chose():
+    """OMP_WAIT_POLICY / OPENBLAS_THREAD_TIMEOUT are set before libgomp and OpenBLAS load; a user's value stays."""
+    code = "import os, theanompi; print(os.environ['OMP_WAIT_POLICY'], os.environ['OPENBLAS_THREAD_TIMEOUT'])"
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT")}
+    env["PYTHONPATH"] = str(ROOT)
+    unset = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert unset.stdout.split() == ["PASSIVE", "4"], unset.stderr
+    users = subprocess.run([sys.executable, "-c", code], env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
+                           capture_output=True, text=True, timeout=120)
+    assert users.stdout.split() == ["ACTIVE", "4"], users.stderr
