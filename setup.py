@@ -37,6 +37,7 @@ setup(
     description="Data-parallel training of PyTensor models over MPI (BSP, EASGD, GOSGD, ASGD)",
     python_requires=">=3.11",
     packages=find_packages(include=["theanompi", "theanompi.*"]),
+    package_data={"theanompi.models.ops": ["csrc/*.h"]},  # the ops' C sources
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS,
     entry_points={"console_scripts": ["tmlauncher=theanompi.launch:main"]},

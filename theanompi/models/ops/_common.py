@@ -15,12 +15,36 @@ Example
 
 from __future__ import annotations
 
+import hashlib
 import numbers
+from pathlib import Path
 
 import pytensor.tensor as pt
 from pytensor.tensor.type import TensorType
 
 FLOAT_DTYPES = ("float32", "float64")
+
+#: The ops' C/C++ sources (support code included into pytensor's generated modules).
+C_SOURCE_DIR = Path(__file__).resolve().parent / "csrc"
+
+
+def read_c_source(name: str) -> str:
+    """The text of ``csrc/<name>``.
+
+    >>> "tmpi_bn_forward" in read_c_source("batch_norm.h")
+    True
+    """
+    return (C_SOURCE_DIR / name).read_text()
+
+
+def c_source_hash(text: str) -> str:
+    """A short hash of C text for an op's ``c_code_cache_version``: editing the text can never reuse a
+    stale compiled module.
+
+    >>> len(c_source_hash("int x;"))
+    12
+    """
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
 def normalize_pair(value, name: str, minimum: int) -> tuple[int, int]:
