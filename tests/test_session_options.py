@@ -9,7 +9,8 @@ import pytest
 
 from theanompi.contract import WorkerConfig
 from theanompi.errors import ConfigError
-from theanompi.options import COMMON_OPTIONS
+from theanompi.option_checks import check_model_reference, check_worker_loss
+from theanompi.options import COMMON_OPTIONS, check_model_options, parse_model_options
 from theanompi.rules import RULES, BSP, EASGD
 from theanompi.session import SessionSpec
 from theanompi.session_options import SessionOptions, schema_for_names, session_options, typed_options
@@ -104,6 +105,7 @@ def test_multiverso_sync_flag_is_parsed_as_a_boolean(flag, expected):
 
 @pytest.mark.parametrize("call, message", [
     (lambda api: api.parse_flags(["-sync=maybe"]), r"^Multiverso flag '-sync=maybe' is not allowed; use true or false$"),
+    (lambda api: api.init(sync="sometimes"), r"^sync='sometimes' is not allowed; use true or false$"),
     (lambda api: api.init(lr=0), r"^lr=0 is not allowed; use a finite number > 0$"),
     (lambda api: api.init(momentum=1.5), r"^momentum=1.5 is not allowed; use a number in \[0, 1\)$"),
     (lambda api: api.init(updater="nesterov"), r"^updater='nesterov' is not allowed; use one of: add, "),
@@ -116,8 +118,28 @@ def test_multiverso_bad_arguments_are_refused_before_mpi_starts(call, message):
     assert api._state is None
 
 
-@pytest.mark.parametrize("module", ["options", "session_options", "cfg", "devices"])
+@pytest.mark.parametrize("module", ["options", "session_options", "option_checks", "cfg", "devices"])
 def test_docstring_examples(module):
     mod = importlib.import_module(f"theanompi.{module}")
     result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: check_model_reference("", "MLP"), r"^MODELFILE='' must name a module or a \.py file$"),
+    (lambda: check_model_reference("m", None), r"^MODELCLASS=None must be a class name$"),
+    (lambda: check_worker_loss("BSP", False, "continue"), r"^ON_WORKER_LOSS=continue: RULE=BSP cannot carry on"),
+    (lambda: parse_model_options([1]), r"^model_options=\[1\] must be a dict$"),
+    (lambda: parse_model_options({"9x": 1}), r"^model option name '9x' is not an identifier$"),
+])
+def test_checks_raise_one_config_error_line(call, message):
+    with pytest.raises(ConfigError, match=message):
+        call()
+
+
+def test_checks_pass_good_values_unchanged():
+    check_worker_loss("EASGD", True, "continue")
+    check_worker_loss("BSP", False, "abort")
+    given = {"LR": 0.1}
+    assert parse_model_options(given) == {"lr": 0.1} and given == {"LR": 0.1}
+    assert check_model_options is parse_model_options

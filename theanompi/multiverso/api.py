@@ -132,7 +132,7 @@ def init(sync=False, updater: str | None = None, lr: float | None = None, moment
     if isinstance(sync, (list, tuple)):
         sync, args = False, list(sync) + list(args or [])
     flags = parse_flags(args or [])
-    sync = flags.get("sync", sync)
+    sync = _parsed(f"sync={sync!r}", boolean, flags.get("sync", sync))
     chosen = UPDATER_ALIASES.get(updater, updater) or flags.get("updater", "add")
     chosen = _parsed(f"updater={chosen!r}", choice(*UPDATERS), chosen)
     if lr is None:
@@ -140,7 +140,7 @@ def init(sync=False, updater: str | None = None, lr: float | None = None, moment
     lr = _parsed(f"lr={lr!r}", positive_float, lr)
     momentum = _parsed(f"momentum={momentum!r}", unit_interval, momentum)
     timeout = arrival_timeout()
-    _state = _start(bool(sync), chosen, lr, momentum, timeout)
+    _state = _start(sync, chosen, lr, momentum, timeout)
 
 
 def _start(sync: bool, updater: str, lr: float, momentum: float, timeout: float) -> _Session:
