@@ -11,7 +11,7 @@ from theanompi.contract import WorkerConfig
 from theanompi.errors import ConfigError
 from theanompi.option_checks import check_model_reference, check_worker_loss
 from theanompi.options import COMMON_OPTIONS, check_model_options, parse_model_options
-from theanompi.rules import RULES, BSP, EASGD
+from theanompi.rules import BSP, EASGD, RULES
 from theanompi.session import SessionSpec
 from theanompi.session_options import SessionOptions, schema_for_names, session_options, typed_options
 
@@ -64,7 +64,7 @@ def test_the_object_is_frozen_and_names_a_missing_attribute():
     with pytest.raises(TypeError):
         options["seed"] = 1  # a read-only mapping
     with pytest.raises(AttributeError, match="have no option 'sede'"):
-        options.sede
+        _ = options.sede
     assert options.seed == 0 and options.get("seed") == 0 and "seed" in options and "sede" not in options
 
 
