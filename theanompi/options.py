@@ -2,7 +2,27 @@
 
 Each :class:`Option` has a Python keyword (``sync_type``) and a cfg key
 (``BSP_SYNC_TYPE``). Values arrive as strings (cfg) or Python objects
-(``Rule.init``); the option's parser converts and validates both.
+(``Rule.init``); the option's parser converts and validates both. The rank side
+reads the resolved options as one typed, frozen object:
+:class:`theanompi.session_options.SessionOptions`.
+
+Validators: one style
+---------------------
+Every bad input ends in one :class:`~theanompi.errors.ConfigError` line that
+names the key and quotes the value; validators come in two kinds only.
+
+* **Parsers** check one value: ``parse(value) -> value`` (converted to its type,
+  canonical spelling), raising :class:`InvalidValue` whose text says what is
+  allowed (``"use an integer >= 1"``). :meth:`Option.convert` adds key and value:
+  ``KEY='value' is not allowed; use ...``. Write new ones here, beside
+  :func:`positive_int` and :func:`choice`.
+* **Checks** look at several values together, or at a value against this machine:
+  ``check_<what>(...) -> None``, changing nothing and raising ConfigError
+  directly, its line starting with ``KEY=value`` (:mod:`theanompi.option_checks`,
+  ``devices.check_local_devices``, ``compute.check_compute``).
+
+A function that fills in values a user left out (RUN_DIR, CHECKPOINT_DIR) is
+neither: it is ``resolve_<what>(...)`` and returns what it resolved.
 
 Example
 -------
@@ -218,8 +238,12 @@ def resolve_options(schema: tuple[Option, ...], given: dict[str, Any], rule_name
     return resolved
 
 
-def check_model_options(model_options: dict[str, Any]) -> dict[str, Any]:
-    """Model options must be a dict with identifier keys (lower-cased)."""
+def parse_model_options(model_options: Any) -> dict[str, Any]:
+    """The ``MODEL_*`` options as a dict with lower-cased identifier keys; ConfigError for anything else.
+
+    >>> parse_model_options({"Batch_Size": 32})
+    {'batch_size': 32}
+    """
     if not isinstance(model_options, dict):
         raise ConfigError(f"model_options={model_options!r} must be a dict")
     out = {}
@@ -228,3 +252,7 @@ def check_model_options(model_options: dict[str, Any]) -> dict[str, Any]:
             raise ConfigError(f"model option name {key!r} is not an identifier")
         out[key.lower()] = value
     return out
+
+
+#: the former name of :func:`parse_model_options` (it returns the parsed dict, so it is a parser)
+check_model_options = parse_model_options

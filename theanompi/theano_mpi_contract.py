@@ -33,12 +33,14 @@ from __future__ import annotations
 
 import inspect
 import logging
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from theanompi.errors import ConfigError, ContractError
 from theanompi.params import FlatLayout, assign
+from theanompi.session_options import SessionOptions, typed_options
 
 log = logging.getLogger("theanompi")
 
@@ -102,6 +104,11 @@ class TheanoMPIModel:
     @property
     def params(self) -> list:
         return list(self.model.params)
+
+    @cached_property
+    def options(self) -> SessionOptions:
+        """The session's options (``config.options``), typed."""
+        return typed_options(self.config.options)
 
     @property
     def n_subb(self) -> int:
@@ -199,7 +206,7 @@ class TheanoMPIModel:
     # ----- epochs -----------------------------------------------------------------------
     def adjust_hyperp(self, epoch: int) -> None:
         """Epoch start: finish the previous epoch as Theano-MPI did, then set ``model.epoch``."""
-        if epoch > 0 and (self._epochs_started or self.config.options.get("resume")):
+        if epoch > 0 and (self._epochs_started or self.options.resume):
             self.model.adjust_hyperp(epoch - 1)
             self._print_info()
         self._scale_lr(epoch)
@@ -216,12 +223,12 @@ class TheanoMPIModel:
             print_info(self._recorder)
 
     def _scale_lr(self, epoch: int) -> None:
-        options = self.config.options
-        if options.get("lr_scaling", "none") != "linear" or self.config.size == 1:
+        options = self.options
+        if options.lr_scaling != "linear" or self.config.size == 1:
             return
-        warmup = float(options.get("warmup_epochs", 0.0))
+        warmup = options.warmup_epochs
         target = self.config.size ** min(1.0, epoch / warmup) if warmup > 0 else float(self.config.size)
-        if self._epochs_started == 0 and options.get("resume"):
+        if self._epochs_started == 0 and options.resume:
             self._lr_multiplier = self.config.size ** min(1.0, (epoch - 1) / warmup) if warmup > 0 else target
         ratio = target / self._lr_multiplier
         self._lr_multiplier = target

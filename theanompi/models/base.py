@@ -39,6 +39,7 @@ from theanompi.compute import check_jax_device, keep_on_device, pytensor_mode, r
 from theanompi.models.data.digits import load_digits_split  # noqa: F401  (docstring example)
 from theanompi.models.hyperparams import ClassifierHyperParams
 from theanompi.params import assign
+from theanompi.session_options import typed_options
 
 
 class ClassifierModel(ClassifierHyperParams):
@@ -47,7 +48,7 @@ class ClassifierModel(ClassifierHyperParams):
     # ----- construction ---------------------------------------------------------------
     def __init__(self, config):
         self.config = config
-        self.compute = resolve_compute(config.options.get("compute"), config.device)
+        self.compute = resolve_compute(typed_options(config.options).compute, config.device)
         self.hp = self.validate_options(config.model_options)
         self.n_epochs = self.hp["n_epochs"]
         self.floatX = pytensor.config.floatX

@@ -46,6 +46,7 @@ import logging
 import threading
 
 from theanompi.multiverso.guards import SessionGuard, arrival_timeout, await_every_worker, serve_or_abort, start_mpi
+from theanompi.options import InvalidValue, boolean, choice, positive_float, unit_interval
 from theanompi.ps.updaters import UPDATERS
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,7 @@ def parse_flags(args) -> dict:
         if not has_value:
             raise ValueError(f"Multiverso flag {text!r} is not allowed; write -name=value")
         if name == "sync":
-            options["sync"] = value.lower() == "true"
+            options["sync"] = _parsed(f"Multiverso flag {text!r}", boolean, value)
         elif name == "updater_type":
             options["updater"] = UPDATER_ALIASES.get(value, value)
         elif name in IGNORED_FLAGS:
@@ -98,6 +99,14 @@ def parse_flags(args) -> dict:
             raise ValueError(f"Multiverso flag {text!r} is not supported; use -sync=, -updater_type= "
                              f"(accepted and ignored: {', '.join(IGNORED_FLAGS)})")
     return options
+
+
+def _parsed(what: str, parse, value):
+    """``parse(value)``, or ValueError naming ``what`` and what is allowed (Multiverso raises ValueError)."""
+    try:
+        return parse(value)
+    except InvalidValue as err:
+        raise ValueError(f"{what} is not allowed; {err}") from None
 
 
 def init(sync=False, updater: str | None = None, lr: float | None = None, momentum: float = 0.9,
@@ -123,14 +132,15 @@ def init(sync=False, updater: str | None = None, lr: float | None = None, moment
     if isinstance(sync, (list, tuple)):
         sync, args = False, list(sync) + list(args or [])
     flags = parse_flags(args or [])
-    sync = flags.get("sync", sync)
+    sync = _parsed(f"sync={sync!r}", boolean, flags.get("sync", sync))
     chosen = UPDATER_ALIASES.get(updater, updater) or flags.get("updater", "add")
-    if chosen not in UPDATERS:
-        raise ValueError(f"updater={chosen!r} is not allowed; use one of: {', '.join(UPDATERS)}")
+    chosen = _parsed(f"updater={chosen!r}", choice(*UPDATERS), chosen)
     if lr is None:
         lr = 1.0 if updater is None and flags.get("updater") == "sgd" else 0.1
+    lr = _parsed(f"lr={lr!r}", positive_float, lr)
+    momentum = _parsed(f"momentum={momentum!r}", unit_interval, momentum)
     timeout = arrival_timeout()
-    _state = _start(bool(sync), chosen, float(lr), float(momentum), timeout)
+    _state = _start(sync, chosen, lr, momentum, timeout)
 
 
 def _start(sync: bool, updater: str, lr: float, momentum: float, timeout: float) -> _Session:
