@@ -9,8 +9,8 @@ import time
 
 import numpy as np
 import pytest
+from conftest import ASSETS, ROOT, run_launcher, run_mpi, run_rule_init, write_cfg
 
-from conftest import ASSETS, ROOT, run_launcher, run_rule_init, run_mpi, write_cfg
 from theanompi.training import load_final_params
 
 
@@ -42,7 +42,8 @@ def test_cdd_differs_from_one_process_with_single_batch(tmp_path):
     one = write_cfg(tmp_path / "one.cfg", DEVICES="cpu0", MODEL_BATCH_SIZE=32, RUN_DIR="one", **common)
     for cfg in (two, one):
         assert run_launcher(f"-cfg={cfg}", cwd=tmp_path)[0].returncode == 0
-    gaps = [np.abs(a - b).max() for a, b in zip(load_final_params(tmp_path / "two"), load_final_params(tmp_path / "one"))]
+    pairs = zip(load_final_params(tmp_path / "two"), load_final_params(tmp_path / "one"))
+    gaps = [np.abs(a - b).max() for a, b in pairs]
     assert max(gaps) > 1e-3
 
 

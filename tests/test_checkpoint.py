@@ -9,8 +9,8 @@ import time
 
 import numpy as np
 import pytest
-
 from conftest import ASSETS, run_launcher, write_cfg
+
 from theanompi.checkpoint import load_checkpoint, resolve_checkpoint
 from theanompi.errors import ConfigError
 from theanompi.training import load_final_params
@@ -40,7 +40,8 @@ def test_killed_worker_leaves_last_checkpoint_intact_and_resume_continues(tmp_pa
     cfg = write_cfg(tmp_path / "s.cfg", MODELFILE=str(ASSETS / "contract_models.py"), MODELCLASS="Sleeper",
                     N_EPOCHS=6, CHECKPOINT_EVERY=1, MODEL_BATCH_SIZE=256, RUN_DIR="run")
     exe = os.path.join(os.path.dirname(sys.executable), "tmlauncher")
-    proc = subprocess.Popen([exe, f"-cfg={cfg}"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([exe, f"-cfg={cfg}"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
     latest = tmp_path / "run" / "checkpoints" / "latest"
     deadline = time.time() + 120
     while time.time() < deadline and not latest.exists():

@@ -5,7 +5,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import MPI_SCRIPTS, ROOT, run_mpi
 
 
@@ -37,7 +36,7 @@ def test_shutdown_leaves_no_process_behind():
 
 
 def _accuracy(stdout):
-    line = [l for l in stdout.splitlines() if "final validation accuracy" in l][-1]
+    line = [ln for ln in stdout.splitlines() if "final validation accuracy" in ln][-1]
     return float(line.rsplit(" ", 1)[1].rstrip("%")) / 100
 
 

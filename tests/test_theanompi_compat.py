@@ -6,8 +6,8 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import ASSETS, ROOT, run_launcher, write_cfg
+
 from theanompi import rank_context
 from theanompi.contract import WorkerConfig
 from theanompi.recorder import Recorder

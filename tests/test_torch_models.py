@@ -15,6 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from conftest import ASSETS, ROOT, run_launcher, write_cfg  # noqa: E402
+
 from theanompi.contract import WorkerConfig, check_model_instance  # noqa: E402
 from theanompi.errors import ConfigError, ContractError  # noqa: E402
 from theanompi.model_loader import load_model_class  # noqa: E402

@@ -107,7 +107,7 @@ def test_lstm_gradient_float64_and_clipping():
         clipped = L.LSTMLayer(l_in, 3, grad_clipping=1e-3)
         L.set_all_param_values(clipped, L.get_all_param_values(layer))
         outs = [L.get_output(layer), L.get_output(clipped)]
-        grads = [pytensor.grad(pt.sum(o) * 100.0, l.W_in_to_cell) for o, l in zip(outs, (layer, clipped))]
+        grads = [pytensor.grad(pt.sum(o) * 100.0, lyr.W_in_to_cell) for o, lyr in zip(outs, (layer, clipped))]
         f = pytensor.function([l_in.input_var], outs + grads)
         y, y_clip, g, g_clip = f(rng.standard_normal((4, 3, 2)))
         np.testing.assert_allclose(y, y_clip)  # forward unchanged

@@ -31,7 +31,7 @@ def test_cnn_with_batchnorm_and_dropout_learns_digits():
     val = pytensor.function([l_in.input_var, y], L.objectives.categorical_accuracy(val_pred, y).mean())
     acc0 = float(val(xv, yv))
     losses = []
-    for epoch in range(2):
+    for _epoch in range(2):
         for i in range(0, len(xt) - 63, 64):
             losses.append(float(train(xt[i:i + 64], yt[i:i + 64])))
     assert np.mean(losses[-5:]) < 0.5 * np.mean(losses[:5]), losses

@@ -65,7 +65,8 @@ def test_setting_that_cannot_change_any_more_stops_with_one_line():
     proc = run_python(code)
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("RuntimeError: pytensor was imported before theanompi") and "import theanompi before pytensor" in last
+    assert last.startswith("RuntimeError: pytensor was imported before theanompi")
+    assert "import theanompi before pytensor" in last
 
 
 def test_openblas_coretype_user_choice_wins_and_is_reported():

@@ -5,8 +5,8 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import ASSETS
+
 from theanompi.models.data.cifar10 import Cifar10Data, UnsafePickleError
 from theanompi.models.zoo.cifar10_cnn import CifarCNN
 

@@ -4,8 +4,8 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import ASSETS
+
 from theanompi.contract import check_model_instance
 from theanompi.errors import ConfigError
 from theanompi.models.zoo.wgan import WGAN
