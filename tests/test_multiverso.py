@@ -206,13 +206,3 @@ def test_init_flags_and_bad_arguments_are_clear():
     with pytest.raises(ValueError, match="updater='rmsprop' is not allowed"):
         api.init([b"", b"-updater_type=rmsprop"])
     assert api._state is None
-
-
-@pytest.mark.parametrize("module", ["api", "guards", "theano_ext.param_manager"])
-def test_docstring_examples(module):
-    import doctest
-    import importlib
-
-    mod = importlib.import_module(f"theanompi.multiverso.{module}")
-    result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0
