@@ -18,7 +18,7 @@ operands (``C^T = B^T A^T``), so no transposed copies are made.
 Example
 -------
 >>> from theanompi.models.ops._conv_c import support_code
->>> "tmpi_conv2d_forward" in support_code()   # doctest: +SKIP
+>>> "tmpi_conv2d_forward" in support_code()
 True
 """
 
