@@ -24,9 +24,9 @@ lint: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest -q --durations=25 tests
 
-# unit tests only: no mpiexec session, no launcher subprocess (tests marked `mpi` in tests/conftest.py are skipped)
+# unit tests only: no mpiexec session, no launcher (marked `mpi` by tests/conftest.py), no long training (`slow`)
 test-fast: lint
-	$(BIN)/python -m pytest -q --durations=10 -m "not mpi" tests
+	$(BIN)/python -m pytest -q --durations=10 -m "not mpi and not slow" tests
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'

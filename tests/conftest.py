@@ -74,7 +74,7 @@ def cfg_dir(tmp_path):
     return tmp_path
 
 
-# ----- the `mpi` marker: `make test-fast` runs `pytest -m "not mpi"` --------------------------------------------------
+# ----- the `mpi` marker (`make test-fast` runs `pytest -m "not mpi and not slow"`) ------------------------------------
 # Names whose use means a test starts real processes over MPI: the helpers above, mpiexec itself, or the launcher.
 STARTS_MPI_NAMES = frozenset({"run_mpi", "run_launcher", "run_rule_init", "find_mpiexec", "mpiexec_env", "Popen"})
 # Text that means a test writes a script that does so (a user script calling RULE().init(), a tmlauncher command).
@@ -120,6 +120,8 @@ def starts_mpi(test: Callable, fixtures: list[Callable]) -> bool:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "mpi: starts mpiexec, tmlauncher or a rule's session (make test-fast skips it)")
+    config.addinivalue_line("markers", "slow: one process, but trains a model or runs Python subprocesses for "
+                                       "seconds (make test-fast skips it)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -207,7 +207,8 @@ def test_cdd_two_workers_equal_one_process_with_double_batch(tmp_path):
 
 def test_resume_equals_uninterrupted_run(tmp_path):
     common = dict(TORCH, BSP_SYNC_TYPE="cdd", CHECKPOINT_EVERY=1)
-    runs = {"full": dict(N_EPOCHS=2), "half": dict(N_EPOCHS=1), "rest": dict(N_EPOCHS=2, RESUME="half/checkpoints")}
+    mid_way = "full/checkpoints/ckpt-epoch-0000.hkl"  # the uninterrupted run's own checkpoint after epoch 1 of 2
+    runs = {"full": dict(N_EPOCHS=2), "rest": dict(N_EPOCHS=2, RESUME=mid_way)}
     outputs = {}
     for name, keys in runs.items():
         proc, _ = run_launcher(f"-cfg={write_cfg(tmp_path / f'{name}.cfg', RUN_DIR=name, **common, **keys)}",
@@ -219,7 +220,7 @@ def test_resume_equals_uninterrupted_run(tmp_path):
         np.testing.assert_array_equal(a, b)  # same data order, same arithmetic: bit for bit
     from theanompi.checkpoint import load_checkpoint
 
-    ckpt = load_checkpoint(tmp_path / "half" / "checkpoints")
+    ckpt = load_checkpoint(tmp_path / mid_way)
     assert len(ckpt["worker_params"][0]) == 6 and len(ckpt["worker_state"][0]) == 1 + 6  # lr + velocities
 
 

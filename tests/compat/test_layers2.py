@@ -432,6 +432,7 @@ def test_docstring_examples(suffix):
 
 
 # --------------------------------------------------------------------------- end to end, cifar10.py's idiom
+@pytest.mark.slow
 def test_cifar10_style_cnn_trains_with_givens_and_subbatches():
     """Subtract -> Crop -> Dimshuffle -> Conv -> Pool -> Flatten -> FC -> Dropout -> Softmax on a c01b file
     batch held in ``shared_x``, sub-batches picked by ``subb_ind`` through ``givens``; plain SGD."""

@@ -46,6 +46,7 @@ def build_small_vgg(input_shape, n_classes):
     return net
 
 
+@pytest.mark.slow
 def test_vgg_style_network_trains_with_nesterov_momentum():
     lasagne.random.set_rng(np.random.RandomState(1234))
     net = build_small_vgg((None, 3, 8, 8), 4)
@@ -121,6 +122,7 @@ def build_critic(input_var=None):
     return DenseLayer(layer, 1, nonlinearity=None, b=None)
 
 
+@pytest.mark.slow
 def test_wgan_style_generator_and_critic():
     lasagne.random.set_rng(np.random.RandomState(1234))
     noise_var, input_var = pt.matrix("noise"), pt.tensor4("inputs")
@@ -187,6 +189,7 @@ def run_python(code: str, tmp_path: Path, extra_path: str = "") -> subprocess.Co
                           timeout=120, env=env, cwd=tmp_path)
 
 
+@pytest.mark.slow
 def test_alias_import_lasagne_gives_theanompi_lasagne(tmp_path):
     proc = run_python("""
         import logging, sys

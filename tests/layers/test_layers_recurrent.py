@@ -45,6 +45,7 @@ def numpy_lstm(layer, x, mask=None):
     return out, last
 
 
+@pytest.mark.slow
 def test_lstm_matches_numpy_loop():
     L.init.set_rng(0)
     rng = np.random.default_rng(0)
@@ -89,6 +90,7 @@ def test_lstm_params_and_tags():
         L.LSTMLayer(l_in, 3, ingate=L.Gate(W_cell=None))
 
 
+@pytest.mark.slow
 def test_lstm_gradient_float64_and_clipping():
     with pytensor.config.change_flags(floatX="float64"):
         L.init.set_rng(4)

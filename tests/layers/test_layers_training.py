@@ -3,6 +3,7 @@
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
+import pytest
 
 import theanompi.models.layers as L
 from theanompi.contract import WorkerConfig, check_model_instance
@@ -59,6 +60,7 @@ class LayersCNN(ClassifierModel):
         return L.get_all_params(net, trainable=True), L.get_output(net)
 
 
+@pytest.mark.slow
 def test_layers_network_as_modelclass_cdd_equals_local_and_learns():
     cfg = WorkerConfig(rank=0, size=1, seed=3, device="cpu0")
     a, b = LayersCNN(cfg), LayersCNN(cfg)

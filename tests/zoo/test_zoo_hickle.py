@@ -29,6 +29,7 @@ def hickle_dir(tmp_path_factory):
                                    batch=16, n_classes=4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls, options", [(AlexNet, ALEXNET), (VGG, VGG11)], ids=["AlexNet", "VGG11"])
 def test_learns_hickle_batches_with_dropout_off_in_validation(hickle_dir, cls, options):
     """Measured: 100 % validation accuracy (64 images) after 8 epochs of 16 steps, for both."""
@@ -50,6 +51,7 @@ def test_learns_hickle_batches_with_dropout_off_in_validation(hickle_dir, cls, o
     assert model.data.closed
 
 
+@pytest.mark.slow
 def test_chwb_layout_labels_files_and_vgg_with_batch_norm(tmp_path):
     root = zh.write_hickle_dataset(tmp_path / "hkl", n_train_files=8, n_val_files=2, batch=16, n_classes=4,
                                    layout="chwb", labels_file=True, mean=False)
@@ -60,6 +62,7 @@ def test_chwb_layout_labels_files_and_vgg_with_batch_norm(tmp_path):
     assert np.all(np.isfinite(losses)) and np.mean(losses[-8:]) < 0.7 * np.mean(losses[:8]), losses
 
 
+@pytest.mark.slow
 def test_dropout_masks_differ_between_ranks_parameters_do_not(hickle_dir):
     a = zh.make_model(AlexNet, rank=0, size=2, data_dir=str(hickle_dir), **ALEXNET)
     b = zh.make_model(AlexNet, rank=1, size=2, data_dir=str(hickle_dir), **ALEXNET)

@@ -51,6 +51,7 @@ def test_int_lists_from_cfg_text():
     assert check("32,64") and not check("32") and not check("a,b") and not check(True)
 
 
+@pytest.mark.slow
 def test_cifar_cnn_is_the_benchmark_net_and_learns_digits():
     model = zh.make_model(CifarCNN, data="digits", batch_size=32, lr=0.05)
     import theanompi.models.layers as L
@@ -95,6 +96,7 @@ def test_step_lr_decay_and_crop_augmentation():
     assert np.array_equal(m.data.train_batch(0)[0], xb)  # seeded by (seed, epoch, slot): reproducible
 
 
+@pytest.mark.slow
 def test_lstm_reads_digits_row_by_row_and_learns():
     model = zh.make_model(LSTMClassifier, num_units=32, batch_size=32)
     assert model.data.x_train.shape[1:] == (8, 8)
@@ -105,6 +107,7 @@ def test_lstm_reads_digits_row_by_row_and_learns():
     assert err < 0.3 and err < err0 - 0.4, (err0, err)  # about 15 % after 4 epochs, 7 % after 8
 
 
+@pytest.mark.slow
 def test_stacked_lstm_on_synthetic_sequences():
     opts = dict(data="synthetic", seq_len=5, n_features=3, n_classes=3, num_units=8, num_layers=2,
                 train_size=256, val_size=64, batch_size=16)

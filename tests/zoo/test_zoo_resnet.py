@@ -21,6 +21,7 @@ def build(cls, **options):
     return cls(WorkerConfig(rank=0, size=1, seed=0, device="cpu0", model_options={"data": "synthetic", **options}))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls, options, expected", [
     (ResNet20, {}, 269_722),              # the paper's 0.27M
     (ResNet32, {}, 464_154),              # Multiverso's ResNet-32 benchmark: 464,154
@@ -54,6 +55,7 @@ def test_option_a_shortcut_subsamples_and_zero_pads_channels():
     assert not out[:, :2].any() and not out[:, 4:].any()
 
 
+@pytest.mark.slow
 def test_validation_uses_running_statistics_and_sync_state_pools_them():
     model = build(ResNet, depth=8, width=4)
     bn = [lyr for lyr in L.get_all_layers(model.network) if isinstance(lyr, L.BatchNormLayer)]
@@ -83,6 +85,7 @@ def test_validation_uses_running_statistics_and_sync_state_pools_them():
     assert L.get_state_updates(build(ResNet, depth=8, width=4, bn_eval="batch").val_logits) == {}
 
 
+@pytest.mark.slow
 def test_resnet20_narrow_reaches_95_percent_on_digits():
     """ResNet-20, width 8 (stages of 8/16/32 filters, 67,906 parameters), shortcuts A, on the digits
     (1x8x8: stages at 8x8, 4x4, 2x2), batch 32, lr 0.1, momentum 0.9, weight decay 1e-4, 1 worker.
