@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench install clean
+.PHONY: run test test-fast lint bench install clean
 
 $(STAMP): setup.py pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,8 +17,16 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/tmlauncher -cfg=launch_session.cfg
 
-test: $(STAMP)
+# lint runs first, so a new ruff violation fails `make test` (rules: [tool.ruff] in pyproject.toml)
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+test: lint
 	$(BIN)/python -m pytest -q --durations=25 tests
+
+# unit tests only: no mpiexec session, no launcher (marked `mpi` by tests/conftest.py), no long training (`slow`)
+test-fast: lint
+	$(BIN)/python -m pytest -q --durations=10 -m "not mpi and not slow" tests
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'

@@ -16,7 +16,7 @@ INSTALL_REQUIRES = [
 
 EXTRAS = {
     # torch and keras run the Multiverso PyTorch/Keras examples in the tests; jax checks the ops' JAX dispatch
-    "test": ["pytest>=9.2", "pytest-timeout>=2.4", "torch==2.13.0", "keras>=3.15", "jax>=0.10.2"],
+    "test": ["pytest>=9.2", "pytest-timeout>=2.4", "ruff>=0.17.6", "torch==2.13.0", "keras>=3.15", "jax>=0.10.2"],
     "keras": ["keras>=3.15"],  # theanompi.multiverso.keras_ext.MVCallback (with any Keras backend)
     "jax": ["jax>=0.10.2"],  # pytensor's JAX mode (CPU here; the [cuda] extra adds the GPU plugin)
     # torch 2.13.0 is the CPU build available offline on the dev machines; a looser
@@ -35,6 +35,7 @@ setup(
     name="theanompi",
     version="0.1.0",
     description="Data-parallel training of PyTensor models over MPI (BSP, EASGD, GOSGD, ASGD)",
+    license="MIT",
     python_requires=">=3.11",
     packages=find_packages(include=["theanompi", "theanompi.*"]),
     package_data={"theanompi.models.ops": ["csrc/*.h"]},  # the ops' C sources

@@ -62,9 +62,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     args = parser.parse_args()
     import torch
-    from mpi4py import MPI
-
     from exchange_vs_mpi4py import init_gloo
+    from mpi4py import MPI
 
     torch.set_num_threads(1)  # one core per worker, as theanompi's ranks get with THREADS_PER_WORKER=1
     comm = MPI.COMM_WORLD

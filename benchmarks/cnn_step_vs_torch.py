@@ -196,9 +196,10 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
 
     sys.path.insert(0, str(ROOT))
-    import theanompi  # noqa: F401  (pytensor's C backend with BLAS; OPENBLAS_CORETYPE)
     import numpy as np
     import pytensor
+
+    import theanompi  # noqa: F401  (pytensor's C backend with BLAS; OPENBLAS_CORETYPE)
 
     rng = np.random.default_rng(0)
     params = init_params(rng)

@@ -48,11 +48,11 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    import theanompi  # noqa: F401  (pytensor configuration)
     import numpy as np
     import pytensor
     import pytensor.tensor as pt
 
+    import theanompi  # noqa: F401  (pytensor configuration)
     from theanompi.models.ops import conv2d
 
     x_var, w_var, gy_var = (pt.tensor4(n, dtype="float32") for n in ("x", "W", "gy"))
@@ -74,7 +74,7 @@ def main(argv=None) -> int:
 
     rng = np.random.default_rng(0)
     rows = {}
-    for n, c, size, o, stride in SHAPES:
+    for n, c, size, o, _stride in SHAPES:
         x = rng.standard_normal((n, c, size, size)).astype("float32")
         w = (rng.standard_normal((o, c, 3, 3)) / np.sqrt(9 * c)).astype("float32")
         gy = rng.standard_normal((n, o, size, size)).astype("float32")
@@ -92,7 +92,8 @@ def main(argv=None) -> int:
         rows[key] = {"ms_median": med, "ratio_vs_torch": med["ours"] / med["torch"],
                      "ratio_serial_chunks_vs_torch": med["ours_1thread_chunks"] / med["torch"]}
         print(f"conv3x3 fwd+bwd {key:<22} ours {med['ours']:7.2f} ms (chunks in order "
-              f"{med['ours_1thread_chunks']:7.2f})  torch {med['torch']:7.2f} ms  ratio {med['ours'] / med['torch']:.2f}x",
+              f"{med['ours_1thread_chunks']:7.2f})  torch {med['torch']:7.2f} ms  "
+              f"ratio {med['ours'] / med['torch']:.2f}x",
               flush=True)
     result = {"benchmark": "conv_vs_torch", "threads": args.threads, "rounds": args.rounds, "block": args.block,
               "shapes": rows, "machine": machine_info(),

@@ -69,7 +69,8 @@ def rank_main(args) -> None:
                 print(f"{strategy:<9} {rows}")
                 continue
             for r in rows:
-                print(f"{strategy:<9} {r['size_mb']:>5} MB {r['ms']:>9.3f} {r['algbw_GBps']:>11.2f} {r['busbw_GBps']:>11.2f}")
+                print(f"{strategy:<9} {r['size_mb']:>5} MB {r['ms']:>9.3f} {r['algbw_GBps']:>11.2f} "
+                      f"{r['busbw_GBps']:>11.2f}")
         os.makedirs(os.path.dirname(args.json), exist_ok=True)
         with open(args.json, "w") as f:
             json.dump({"ranks": comm.size, "gpus": n_gpus, "device": name, "results": results}, f, indent=2)

@@ -72,13 +72,13 @@ def main() -> None:
         params = [pytensor.shared(np.ones(len(p), np.float32)) for p in pieces]
         fused = FusedParams(params)
 
-        def raw():
+        def raw(buf=buf):
             comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
 
-        def cdd():
+        def cdd(buf=buf):
             ex.allreduce_sum(buf)
 
-        def avg():
+        def avg(fused=fused):
             fused.write(ex.allreduce_sum(fused.read()), scale=1.0 / comm.size)
 
         methods = {"raw": raw, "cdd": cdd, "avg": avg}
@@ -87,7 +87,7 @@ def main() -> None:
 
             tensor = torch.from_numpy(buf)  # shares memory with buf
 
-            def gloo():
+            def gloo(tensor=tensor):
                 dist.all_reduce(tensor)
 
             methods["gloo"] = gloo
@@ -113,7 +113,8 @@ def main() -> None:
               f" {'gloo':>9} {'cdd/gloo':>8}")
         for r in rows:
             size = f"{r['bytes'] >> 20} MB" if r["bytes"] >= 1 << 20 else f"{r['bytes'] >> 10} KB"
-            gloo = f"{r['gloo_ms']:>7.3f}ms {r['cdd_vs_gloo']:>8.3f}" if r["gloo_ms"] is not None else f"{'n/a':>9} {'':>8}"
+            gloo = (f"{r['gloo_ms']:>7.3f}ms {r['cdd_vs_gloo']:>8.3f}" if r["gloo_ms"] is not None
+                    else f"{'n/a':>9} {'':>8}")
             print(f"{size:>9} {r['raw_ms']:>9.3f}ms {r['cdd_ms']:>7.3f}ms {r['cdd_ratio']:>6.3f} "
                   f"{r['avg_ms']:>7.3f}ms {r['avg_ratio']:>6.3f} {gloo}")
         os.makedirs(os.path.dirname(args.json), exist_ok=True)

@@ -67,7 +67,8 @@ def measure(model_options, epochs):
         if epoch:  # the first epoch warms caches
             t_ours.append(t1 - t0)
             t_plain.append(t3 - t2)
-    gap = max(float(np.abs(a.get_value() - b.get_value()).max()) for a, b in zip(ours.model.params, reference.model.params))
+    gap = max(float(np.abs(a.get_value() - b.get_value()).max())
+              for a, b in zip(ours.model.params, reference.model.params))
     n_steps = ours.model.data.n_batch_train
     return {"steps_per_epoch": n_steps, "plain_ms_per_step": float(np.median(t_plain)) / n_steps * 1e3,
             "ours_ms_per_step": float(np.median(t_ours)) / n_steps * 1e3,

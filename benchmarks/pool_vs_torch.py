@@ -21,7 +21,6 @@ import json
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,11 +47,11 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    import theanompi  # noqa: F401  (pytensor configuration)
     import numpy as np
     import pytensor
     import pytensor.tensor as pt
 
+    import theanompi  # noqa: F401  (pytensor configuration)
     from theanompi.models.ops import max_pool2d
 
     x_var, gy_var = pt.tensor4("x", dtype="float32"), pt.tensor4("gy", dtype="float32")

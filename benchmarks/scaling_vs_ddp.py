@@ -76,7 +76,8 @@ def main() -> None:
             r["ddp_speedup"] = r["ddp_2"] / r["ddp_1"]
             results[model] = r
     print(f"BSP vs DDP (gloo), per-worker batch {args.batch}, 1 thread per worker, samples/s")
-    print(f"{'model':<9} {'ours 1w':>8} {'ours 2w':>8} {'speedup':>8} {'ddp 1w':>8} {'ddp 2w':>8} {'speedup':>8} {'ours/ddp 2w':>11}")
+    print(f"{'model':<9} {'ours 1w':>8} {'ours 2w':>8} {'speedup':>8} {'ddp 1w':>8} {'ddp 2w':>8} {'speedup':>8} "
+          f"{'ours/ddp 2w':>11}")
     for model, r in results.items():
         print(f"{model:<9} {r['ours_1']:>8.1f} {r['ours_2']:>8.1f} {r['ours_speedup']:>7.2f}x {r['ddp_1']:>8.1f} "
               f"{r['ddp_2']:>8.1f} {r['ddp_speedup']:>7.2f}x {r['ours_2'] / r['ddp_2']:>11.2f}")

@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 import time
+import types
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -70,3 +72,64 @@ def cfg_dir(tmp_path):
     """A working directory for a session (its runs/ land there)."""
     os.environ.setdefault("THEANOMPI_CACHE_DIR", str(Path.home() / ".cache" / "theanompi"))
     return tmp_path
+
+
+# ----- the `mpi` marker (`make test-fast` runs `pytest -m "not mpi and not slow"`) ------------------------------------
+# Names whose use means a test starts real processes over MPI: the helpers above, mpiexec itself, or the launcher.
+STARTS_MPI_NAMES = frozenset({"run_mpi", "run_launcher", "run_rule_init", "find_mpiexec", "mpiexec_env", "Popen"})
+# Text that means a test writes a script that does so (a user script calling RULE().init(), a tmlauncher command).
+STARTS_MPI_TEXT = ("tmlauncher", "mpiexec", "rule.init(", "from theanompi.launch import main")
+
+
+def _code_starts_mpi(code: types.CodeType, namespace: dict, seen: set) -> bool:
+    """Whether ``code``, its nested functions, or the module-level functions it names use STARTS_MPI_*."""
+    if code in seen:
+        return False
+    seen.add(code)
+    if STARTS_MPI_NAMES.intersection(code.co_names):
+        return True
+    for const in code.co_consts:
+        if isinstance(const, str) and any(text in const for text in STARTS_MPI_TEXT):
+            return True
+        if isinstance(const, types.CodeType) and _code_starts_mpi(const, namespace, seen):
+            return True
+    return any(_function_starts_mpi(namespace.get(name), seen) for name in code.co_names)
+
+
+def _function_starts_mpi(func: object, seen: set) -> bool:
+    """Whether a test, fixture or helper function defined under tests/ starts MPI processes (see _code_starts_mpi)."""
+    func = getattr(func, "__wrapped__", func)
+    if not isinstance(func, types.FunctionType) or not func.__code__.co_filename.startswith(str(ROOT / "tests")):
+        return False
+    return _code_starts_mpi(func.__code__, func.__globals__, seen)
+
+
+def starts_mpi(test: Callable, fixtures: list[Callable]) -> bool:
+    """Whether a test (or one of its fixtures) starts mpiexec, the launcher, or a rule's session.
+
+    >>> def unit():
+    ...     return 1 + 1
+    >>> def session():
+    ...     return run_launcher("-cfg=x.cfg")
+    >>> starts_mpi(unit, []), starts_mpi(session, []), starts_mpi(unit, [session])
+    (False, True, True)
+    """
+    seen: set = set()
+    return any(_function_starts_mpi(func, seen) for func in [test, *fixtures])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "mpi: starts mpiexec, tmlauncher or a rule's session (make test-fast skips it)")
+    config.addinivalue_line("markers", "slow: one process, but trains a model or runs Python subprocesses for "
+                                       "seconds (make test-fast skips it)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        test = getattr(item, "function", None)
+        if test is None:
+            continue
+        definitions = getattr(item, "_fixtureinfo", None)
+        fixtures = [d.func for defs in (definitions.name2fixturedefs.values() if definitions else ()) for d in defs]
+        if starts_mpi(test, fixtures):
+            item.add_marker(pytest.mark.mpi)

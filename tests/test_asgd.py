@@ -3,8 +3,7 @@
 import json
 
 import pytest
-
-from conftest import ASSETS, run_launcher, run_rule_init, run_mpi, stress_reps, write_cfg
+from conftest import ASSETS, run_launcher, run_mpi, run_rule_init, stress_reps, write_cfg
 
 MODELS = str(ASSETS / "asgd_models.py")
 

@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from conftest import ASSETS, ROOT, run_launcher, write_cfg
 
 CONTRACT = str(ASSETS / "contract_models.py")
@@ -88,14 +87,16 @@ LAUNCH = {
                       f"N_EPOCHS='{10**23}' is not allowed; use an integer from 1 to 1000000"),
     "bad boolean": ({"CHECK_FINITE": "perhaps"}, "CHECK_FINITE='perhaps' is not allowed; use true or false"),
     "unknown rule": ({"RULE": "HOGWILD"}, "RULE='HOGWILD' is not allowed"),
-    "missing module": ({"MODELFILE": "no_such_pkg.models"}, "MODELFILE='no_such_pkg.models': no module named 'no_such_pkg'"),
+    "missing module": ({"MODELFILE": "no_such_pkg.models"},
+                       "MODELFILE='no_such_pkg.models': no module named 'no_such_pkg'"),
     "missing file": ({"MODELFILE": "nowhere/model.py"}, "MODELFILE='nowhere/model.py': no such file"),
     "missing class": ({"MODELCLASS": "Nope"}, "MODELCLASS='Nope': module 'theanompi.models.mlp' has no such class"),
     "malformed device": ({"DEVICES": "cpu0,gpu1"}, "'gpu1' is not a device"),
     "duplicate device": ({"DEVICES": "cpu0,cpu0"}, "'cpu0' is listed twice"),
     "cuda without gpu": ({"DEVICES": "cuda0"}, "'cuda0' needs a CUDA GPU"),
     "missing devices": ({"DEVICES": None}, "required key DEVICES is missing"),
-    "contract member": ({"MODELFILE": CONTRACT, "MODELCLASS": "NoValIter"}, "ModelClass 'NoValIter' lacks method 'val_iter'"),
+    "contract member": ({"MODELFILE": CONTRACT, "MODELCLASS": "NoValIter"},
+                        "ModelClass 'NoValIter' lacks method 'val_iter'"),
     "unknown model option": ({"MODEL_DROPOUT": "0.5"}, "unknown model option 'dropout'"),
     "bad model option": ({"MODEL_BATCH_SIZE": "0"}, "model option batch_size=0 is not allowed"),
     "other rule's key": ({"EASGD_ALPHA": "0.5"}, "key EASGD_ALPHA belongs to RULE=EASGD, but RULE=BSP"),

@@ -4,8 +4,8 @@ import json
 import math
 
 import pytest
+from conftest import ASSETS, run_launcher, run_mpi, run_rule_init, stress_reps, write_cfg
 
-from conftest import ASSETS, run_launcher, run_rule_init, run_mpi, stress_reps, write_cfg
 from theanompi.devices import parse_devices
 from theanompi.errors import ConfigError
 from theanompi.rules.easgd import EASGD, grant_steps

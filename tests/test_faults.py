@@ -8,7 +8,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import ASSETS, write_cfg
 
 RULES = {"BSP": {}, "EASGD": {"EASGD_TAU": 1}, "GOSGD": {"GOSGD_P": 0.5}, "ASGD": {}}
@@ -179,6 +178,7 @@ def test_unwritable_places_are_named(tmp_path, case, mount_opts, keys, code, fra
 def test_reused_run_dir_starts_clean_and_a_busy_one_is_refused(tmp_path):
     """Old status files neither stop nor get blamed for a new session; two sessions never share a RUN_DIR."""
     from conftest import run_launcher
+
     from theanompi.run_dir import claim_run_dir
 
     status = tmp_path / "run" / "ranks"

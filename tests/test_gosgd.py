@@ -4,12 +4,12 @@ import json
 
 import numpy as np
 import pytest
+from conftest import ASSETS, run_launcher, run_mpi, run_rule_init, stress_reps, write_cfg
 
-from conftest import ASSETS, run_launcher, run_rule_init, run_mpi, stress_reps, write_cfg
 from theanompi import GOSGD
 from theanompi.errors import ConfigError
-from theanompi.rules import get_rule
 from theanompi.options import fraction as probability
+from theanompi.rules import get_rule
 from theanompi.rules.gosgd import header_slots, merge, pack_message, unpack_message
 from theanompi.training import load_final_params
 
@@ -111,7 +111,8 @@ def test_bad_p_via_tmlauncher_is_one_line_exit_2(tmp_path, value):
     cfg = write_cfg(tmp_path / "s.cfg", RULE="GOSGD", GOSGD_P=value)
     proc, seconds = run_launcher(f"-cfg={cfg}", cwd=tmp_path, timeout=60)
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [f"tmlauncher: error: GOSGD_P='{value}' is not allowed; use a number in (0, 1]"]
+    expected = f"tmlauncher: error: GOSGD_P='{value}' is not allowed; use a number in (0, 1]"
+    assert proc.stderr.strip().splitlines() == [expected]
     assert not (tmp_path / "runs").exists() and seconds < 30
 
 

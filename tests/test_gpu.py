@@ -4,8 +4,8 @@
 import json
 
 import pytest
-
 from conftest import ASSETS, run_launcher, run_mpi, write_cfg
+
 from theanompi.devices import count_local_gpus, parse_devices
 from theanompi.errors import ConfigError
 from theanompi.mpirun import RankSpec, mpiexec_command

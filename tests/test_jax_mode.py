@@ -3,10 +3,10 @@
 import json
 
 import numpy as np
-import pytest
 import pytensor
-
+import pytest
 from conftest import run_launcher, write_cfg
+
 from theanompi.compute import resolve_compute
 from theanompi.contract import WorkerConfig
 from theanompi.params import FusedParams, assign

@@ -1,4 +1,3 @@
-import pytest
 
 from theanompi.devices import parse_devices
 from theanompi.mpirun import RankSpec, mpiexec_command
@@ -63,12 +62,3 @@ def test_the_progress_line_counts_days():
 
     assert format_duration(3 * 86400 + 3600 + 61) == "3 d 01:01:01"
     assert format_duration(1e12) == "11574074 d 01:46:40"  # no wrap at 24 h, no overflow
-
-
-@pytest.mark.parametrize("module", ["theanompi.watchdog", "theanompi.run_dir", "theanompi.mpirun", "theanompi.options"])
-def test_docstring_examples(module):
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0 and result.attempted > 0

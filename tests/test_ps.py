@@ -1,7 +1,6 @@
 """Parameter server under a real mpiexec: sums, master init, rows, updaters, sync rounds, misuse."""
 
 import pytest
-
 from conftest import run_mpi
 
 

@@ -56,5 +56,6 @@ def test_recorder_cli_redraws_plots(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "theanompi.recorder", str(tmp_path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "curves.png").stat().st_size > 1000 and (tmp_path / "breakdown.png").stat().st_size > 1000
-    bad = subprocess.run([sys.executable, "-m", "theanompi.recorder", str(tmp_path / "nope")], capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, "-m", "theanompi.recorder", str(tmp_path / "nope")], capture_output=True,
+                         text=True)
     assert bad.returncode == 2 and "usage" in bad.stderr

@@ -6,8 +6,8 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import ASSETS, ROOT, run_launcher, write_cfg
+
 from theanompi import rank_context
 from theanompi.contract import WorkerConfig
 from theanompi.recorder import Recorder
@@ -43,6 +43,7 @@ def _load(model, x, y):
     model.shared_y.set_value(padded_y)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls_name, nesterov", [("DigitsMLP", False), ("DigitsMLP", True),
                                                  ("DigitsMLPPlainSGD", False)])
 def test_two_phase_step_equals_one_process_with_twice_the_batch(cls_name, nesterov):

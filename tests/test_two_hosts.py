@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ASSETS, ROOT, run_launcher, write_cfg
+
 from theanompi.training import load_final_params
 
 sys.path.insert(0, str(ASSETS))

@@ -5,8 +5,8 @@ it can start ``mpiexec``.
 
 Example
 -------
->>> cls = load_model_class("theanompi.models.mlp", "MLP")   # doctest: +SKIP
->>> cls.__name__                                             # doctest: +SKIP
+>>> cls = load_model_class("theanompi.models.mlp", "MLP")
+>>> cls.__name__
 'MLP'
 """
 

@@ -10,7 +10,6 @@ from theanompi.backend import configure_pytensor
 
 configure_pytensor()
 
-import numpy as np  # noqa: E402
 
 import theanompi.multiverso as mv  # noqa: E402
 from theanompi.contract import WorkerConfig  # noqa: E402

@@ -36,7 +36,7 @@ mv.barrier()
 x = torch.from_numpy(x_train[mv.worker_id()::mv.workers_num()])
 y = torch.from_numpy(y_train[mv.worker_id()::mv.workers_num()]).long()
 lr = 0.1
-for epoch in range(15):
+for _epoch in range(15):
     for i in range(0, len(x), 32):
         model.zero_grad()
         torch.nn.functional.cross_entropy(model(x[i:i + 32]), y[i:i + 32]).backward()

@@ -15,7 +15,7 @@ import pytensor
 import pytensor.tensor as T
 
 
-class Cifar10_model(object):
+class Cifar10_model:
     """A small CNN in Theano-MPI's CIFAR-10 idiom: Cifar10_data from MODEL_DATA_DIR, c01b file batches,
     layers2 (Subtract -> Crop -> Dimshuffle -> Conv -> Pool -> Flatten -> FC -> Dropout -> Softmax),
     lib.opt, Dropout/Crop switched off for validation."""
@@ -67,8 +67,19 @@ class Cifar10_model(object):
         self.current_v = self.subb_v = 0
 
     def build_model(self):
-        from theanompi.models.layers2 import (FC, Constant, Conv, Crop, Dimshuffle, Dropout, Flatten, Normal, Pool,
-                                              Softmax, Subtract)
+        from theanompi.models.layers2 import (
+            FC,
+            Constant,
+            Conv,
+            Crop,
+            Dimshuffle,
+            Dropout,
+            Flatten,
+            Normal,
+            Pool,
+            Softmax,
+            Subtract,
+        )
 
         self.x = T.ftensor4('x')
         self.y = T.lvector('y')

@@ -1,8 +1,8 @@
 """A ModelClass in the style of Theano-MPI's Lasagne zoo (vgg16.py): ``import lasagne`` unchanged
 (theanompi.lasagne through the alias), Lasagne layers and objectives, Theano-MPI's contract, lib.opt."""
 
-import numpy as np
 import lasagne
+import numpy as np
 import pytensor
 import pytensor.tensor as T
 from lasagne.layers import Conv2DLayer as ConvLayer
@@ -28,7 +28,7 @@ def build_small_vgg(input_shape):
     return net
 
 
-class SmallVGG(object):
+class SmallVGG:
     def __init__(self, config):
         self.verbose = config['verbose']
         self.rank = config['rank']

@@ -48,7 +48,7 @@ class TwoHosts:
 
     # ----- setup / teardown -------------------------------------------------------------
     @classmethod
-    def create(cls) -> "TwoHosts":
+    def create(cls) -> TwoHosts:
         """Make both hosts; raises OSError (after cleaning up) when namespaces cannot be made here."""
         if os.geteuid() != 0:
             raise OSError("not root")
@@ -68,7 +68,7 @@ class TwoHosts:
         # namespace files can only be bound into a mount that is not shared
         _sh("mount", "--bind", str(self.base), str(self.base))
         _sh("mount", "--make-private", str(self.base))
-        for host, netns in self.netns.items():
+        for netns in self.netns.values():
             _sh("ip", "netns", "add", netns)
         _sh("ip", "link", "add", LINK, "netns", self.netns["host1"], "type", "veth",
             "peer", "name", LINK, "netns", self.netns["host2"])

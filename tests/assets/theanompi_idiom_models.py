@@ -47,7 +47,7 @@ class DigitsFiles:
         self.n_batch_train = len(self.train_files)
 
 
-class DigitsMLP(object):
+class DigitsMLP:
     def __init__(self, config):
         self.verbose = config['verbose']
         self.rank = config['rank']

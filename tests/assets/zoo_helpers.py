@@ -126,4 +126,4 @@ def validate(model) -> tuple[float, float]:
     for count in range(model.data.n_batch_val):
         model.val_iter(count, rec)
     n = sum(k for _, _, k in rec.val)
-    return sum(l * k for l, _, k in rec.val) / n, sum(e * k for _, e, k in rec.val) / n
+    return sum(loss * k for loss, _, k in rec.val) / n, sum(e * k for _, e, k in rec.val) / n

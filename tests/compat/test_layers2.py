@@ -432,6 +432,7 @@ def test_docstring_examples(suffix):
 
 
 # --------------------------------------------------------------------------- end to end, cifar10.py's idiom
+@pytest.mark.slow
 def test_cifar10_style_cnn_trains_with_givens_and_subbatches():
     """Subtract -> Crop -> Dimshuffle -> Conv -> Pool -> Flatten -> FC -> Dropout -> Softmax on a c01b file
     batch held in ``shared_x``, sub-batches picked by ``subb_ind`` through ``givens``; plain SGD."""
@@ -479,7 +480,7 @@ def test_cifar10_style_cnn_trains_with_givens_and_subbatches():
 
     before = val_cost()
     losses = []
-    for epoch in range(8):
+    for _epoch in range(8):
         shared_x.set_value(np.rollaxis(images[:n_file], 0, 4).astype(floatX))
         shared_y.set_value(labels[:n_file])
         for sub in range(n_file // batch):

@@ -3,19 +3,22 @@
 import io
 import os
 import pickle
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
-
-import sys
-from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "assets"))
 from cifar_format import Py2Pickler, official_bytes  # noqa: E402,F401
 
 from theanompi.errors import ConfigError
 from theanompi.models.data.cifar10 import (
-    Cifar10Data, RestrictedUnpickler, UnsafePickleError, load_cifar10, safe_unpickle,
+    Cifar10Data,
+    RestrictedUnpickler,
+    UnsafePickleError,
+    load_cifar10,
+    safe_unpickle,
 )
 
 

@@ -219,7 +219,7 @@ def test_old_module_paths():
     assert package.ImageNet_data is imagenet.ImageNet_data and package.MNIST_data is MNIST_data
     assert set(package.__all__) <= set(dir(package))
     with pytest.raises(AttributeError, match="has no attribute 'Nope_data'"):
-        package.Nope_data
+        _ = package.Nope_data
 
 
 def test_cifar_config_errors_name_the_problem(tmp_path):
@@ -472,7 +472,7 @@ def test_mnist_keras_npz_and_pickle(tmp_path):
     (tmp_path / "mnist.npz").unlink()
     sets = tuple((np.random.default_rng(i).random((n, 784), dtype=np.float32), np.arange(n) % 10)
                  for i, n in enumerate((30, 10, 10)))
-    for protocol, raw in (("py2", py2_pickle(sets)), ("py3", pickle.dumps(sets, protocol=2))):
+    for _protocol, raw in (("py2", py2_pickle(sets)), ("py3", pickle.dumps(sets, protocol=2))):
         with gzip.open(tmp_path / "mnist.pkl.gz", "wb") as f:
             f.write(raw)
         d = mnist(tmp_path, batchsize=10)

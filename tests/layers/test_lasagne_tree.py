@@ -46,6 +46,7 @@ def build_small_vgg(input_shape, n_classes):
     return net
 
 
+@pytest.mark.slow
 def test_vgg_style_network_trains_with_nesterov_momentum():
     lasagne.random.set_rng(np.random.RandomState(1234))
     net = build_small_vgg((None, 3, 8, 8), 4)
@@ -121,6 +122,7 @@ def build_critic(input_var=None):
     return DenseLayer(layer, 1, nonlinearity=None, b=None)
 
 
+@pytest.mark.slow
 def test_wgan_style_generator_and_critic():
     lasagne.random.set_rng(np.random.RandomState(1234))
     noise_var, input_var = pt.matrix("noise"), pt.tensor4("inputs")
@@ -164,9 +166,9 @@ def test_tree_reexports_the_one_implementation():
     for name in lasagne.layers.__all__:
         assert getattr(lasagne.layers, name) is getattr(L, name)
     with pytest.raises(AttributeError, match="lasagne.updates.adamax exists in Lasagne but is not ported"):
-        lasagne.updates.adamax
+        _ = lasagne.updates.adamax
     with pytest.raises(AttributeError, match="module 'lasagne.layers' has no attribute 'NoSuchLayer'"):
-        lasagne.layers.NoSuchLayer
+        _ = lasagne.layers.NoSuchLayer
     with pytest.raises(ImportError, match=r"lasagne.layers.dnn \(cuDNN layers\) is not part of theanompi.lasagne"):
         importlib.import_module("theanompi.lasagne.layers.dnn")
     with pytest.raises(ValueError, match="set_rng: expected a numpy Generator, RandomState or int seed, got 'x'"):
@@ -187,6 +189,7 @@ def run_python(code: str, tmp_path: Path, extra_path: str = "") -> subprocess.Co
                           timeout=120, env=env, cwd=tmp_path)
 
 
+@pytest.mark.slow
 def test_alias_import_lasagne_gives_theanompi_lasagne(tmp_path):
     proc = run_python("""
         import logging, sys

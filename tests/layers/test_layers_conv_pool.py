@@ -18,13 +18,13 @@ def ref_conv(x, w, stride, pad, flip=False):
         w = w[:, :, ::-1, ::-1]
     (sh, sw), (ph, pw) = stride, pad
     N, C, H, W = x.shape
-    O, _, kh, kw = w.shape
+    n_out, _, kh, kw = w.shape
     xp = np.zeros((N, C, H + 2 * ph, W + 2 * pw))
     xp[:, :, ph:ph + H, pw:pw + W] = x
     Ho, Wo = (H + 2 * ph - kh) // sh + 1, (W + 2 * pw - kw) // sw + 1
-    y = np.zeros((N, O, Ho, Wo))
+    y = np.zeros((N, n_out, Ho, Wo))
     for n in range(N):
-        for o in range(O):
+        for o in range(n_out):
             for i in range(Ho):
                 for j in range(Wo):
                     for c in range(C):

@@ -25,9 +25,9 @@ def branchy():
 def test_get_all_layers_topological_order():
     a, b, da, db, s, top = branchy()
     layers = L.get_all_layers(top)
-    assert [l.name for l in layers] == ["a", "da", "b", "db", "sum", "bn", "top"]
+    assert [lyr.name for lyr in layers] == ["a", "da", "b", "db", "sum", "bn", "top"]
     assert L.get_all_layers([da, db]) == [a, da, b, db]
-    assert [l.name for l in L.get_all_layers(top, treat_as_input=[s])] == ["sum", "bn", "top"]
+    assert [lyr.name for lyr in L.get_all_layers(top, treat_as_input=[s])] == ["sum", "bn", "top"]
     assert L.get_all_layers(top)[-1] is top
     with pytest.raises(ValueError, match="expected layers, got str"):
         L.get_all_layers(["nope"])

@@ -67,7 +67,7 @@ def test_batchnorm_state_updates_and_keyword_overrides():
 def test_batchnorm_policy_running_stats_are_not_trainable():
     l_in = L.InputLayer((None, 5))
     net = L.batch_norm(L.DenseLayer(l_in, 4, name="fc"))
-    assert [type(l).__name__ for l in L.get_all_layers(net)] == ["InputLayer", "DenseLayer", "BatchNormLayer",
+    assert [type(lyr).__name__ for lyr in L.get_all_layers(net)] == ["InputLayer", "DenseLayer", "BatchNormLayer",
                                                                   "NonlinearityLayer"]
     dense, bn = L.get_all_layers(net)[1:3]
     assert dense.b is None and dense.nonlinearity is L.nonlinearities.identity
@@ -113,8 +113,8 @@ def test_sync_running_stats_pools_workers_statistics():
     shards = [rng.standard_normal((8, 3, 2, 2)).astype(floatX) * s + s for s in (1.0, 3.0)]
     for fn, shard in zip(fns, shards):
         fn(shard)  # alpha=1: running statistics = this worker's batch statistics
-    bn_a = [l for l in L.get_all_layers(nets[0]) if isinstance(l, L.BatchNormLayer)][0]
-    bn_b = [l for l in L.get_all_layers(nets[1]) if isinstance(l, L.BatchNormLayer)][0]
+    bn_a = [lyr for lyr in L.get_all_layers(nets[0]) if isinstance(lyr, L.BatchNormLayer)][0]
+    bn_b = [lyr for lyr in L.get_all_layers(nets[1]) if isinstance(lyr, L.BatchNormLayer)][0]
     assert not np.allclose(bn_a.mean.get_value(), bn_b.mean.get_value())  # each worker kept its own
     expected = L.pool_running_stats([bn_a.mean.get_value(), bn_b.mean.get_value()],
                                     [bn_a.inv_std.get_value(), bn_b.inv_std.get_value()], bn_a.epsilon)

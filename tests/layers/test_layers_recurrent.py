@@ -45,6 +45,7 @@ def numpy_lstm(layer, x, mask=None):
     return out, last
 
 
+@pytest.mark.slow
 def test_lstm_matches_numpy_loop():
     L.init.set_rng(0)
     rng = np.random.default_rng(0)
@@ -89,6 +90,7 @@ def test_lstm_params_and_tags():
         L.LSTMLayer(l_in, 3, ingate=L.Gate(W_cell=None))
 
 
+@pytest.mark.slow
 def test_lstm_gradient_float64_and_clipping():
     with pytensor.config.change_flags(floatX="float64"):
         L.init.set_rng(4)
@@ -107,7 +109,7 @@ def test_lstm_gradient_float64_and_clipping():
         clipped = L.LSTMLayer(l_in, 3, grad_clipping=1e-3)
         L.set_all_param_values(clipped, L.get_all_param_values(layer))
         outs = [L.get_output(layer), L.get_output(clipped)]
-        grads = [pytensor.grad(pt.sum(o) * 100.0, l.W_in_to_cell) for o, l in zip(outs, (layer, clipped))]
+        grads = [pytensor.grad(pt.sum(o) * 100.0, lyr.W_in_to_cell) for o, lyr in zip(outs, (layer, clipped))]
         f = pytensor.function([l_in.input_var], outs + grads)
         y, y_clip, g, g_clip = f(rng.standard_normal((4, 3, 2)))
         np.testing.assert_allclose(y, y_clip)  # forward unchanged

@@ -3,6 +3,7 @@
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
+import pytest
 
 import theanompi.models.layers as L
 from theanompi.contract import WorkerConfig, check_model_instance
@@ -31,7 +32,7 @@ def test_cnn_with_batchnorm_and_dropout_learns_digits():
     val = pytensor.function([l_in.input_var, y], L.objectives.categorical_accuracy(val_pred, y).mean())
     acc0 = float(val(xv, yv))
     losses = []
-    for epoch in range(2):
+    for _epoch in range(2):
         for i in range(0, len(xt) - 63, 64):
             losses.append(float(train(xt[i:i + 64], yt[i:i + 64])))
     assert np.mean(losses[-5:]) < 0.5 * np.mean(losses[:5]), losses
@@ -59,6 +60,7 @@ class LayersCNN(ClassifierModel):
         return L.get_all_params(net, trainable=True), L.get_output(net)
 
 
+@pytest.mark.slow
 def test_layers_network_as_modelclass_cdd_equals_local_and_learns():
     cfg = WorkerConfig(rank=0, size=1, seed=3, device="cpu0")
     a, b = LayersCNN(cfg), LayersCNN(cfg)

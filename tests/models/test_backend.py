@@ -44,6 +44,7 @@ def report(first_import: str, **env_changes: str | None) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("first_import", ["import theanompi", "import pytensor", "import pytensor.tensor as pt"])
 def test_any_import_order_gives_c_backend_with_blas(first_import):
     got = report(first_import)
@@ -52,6 +53,7 @@ def test_any_import_order_gives_c_backend_with_blas(first_import):
     assert got["ops"] == ["Dot22"] and got["compiledir"].startswith(str((default_cache_dir() / "pytensor").resolve()))
 
 
+@pytest.mark.slow
 def test_pytensor_first_keeps_the_users_own_flags():
     got = report("import pytensor", PYTENSOR_FLAGS="floatX=float64,mode=FAST_COMPILE")
     assert (got["floatX"], got["mode"], got["linker"]) == ("float64", "FAST_COMPILE", "cvm")
@@ -65,14 +67,17 @@ def test_setting_that_cannot_change_any_more_stops_with_one_line():
     proc = run_python(code)
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("RuntimeError: pytensor was imported before theanompi") and "import theanompi before pytensor" in last
+    assert last.startswith("RuntimeError: pytensor was imported before theanompi")
+    assert "import theanompi before pytensor" in last
 
 
+@pytest.mark.slow
 def test_openblas_coretype_user_choice_wins_and_is_reported():
     got = report("import theanompi", OPENBLAS_CORETYPE="Haswell")
     assert (got["coretype"], got["chosen_by"], got["corename"]) == ("Haswell", "user", "Haswell")
 
 
+@pytest.mark.slow
 def test_openblas_coretype_follows_the_os_enabled_cpu_features():
     got = report("import theanompi")
     if all(usable_cpu_features().get(name) for name in AVX512_FEATURES):

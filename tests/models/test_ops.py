@@ -234,15 +234,18 @@ def test_conv2d_static_shape():
         (lambda: conv2d(pt.tensor4(), pt.matrix()), "ndim=2"),
         (lambda: conv2d(pt.tensor4(dtype="int32"), pt.tensor4(dtype="int32")), "'int32'"),
         (lambda: conv2d(pt.tensor4(dtype="float32"), pt.tensor4(dtype="float64")), "'float64'"),
-        (lambda: conv2d(pt.tensor4(shape=(1, 3, 8, 8)), pt.tensor4(shape=(4, 2, 3, 3))), "3 input channels but W expects 2"),
+        (lambda: conv2d(pt.tensor4(shape=(1, 3, 8, 8)), pt.tensor4(shape=(4, 2, 3, 3))),
+         "3 input channels but W expects 2"),
         (lambda: conv2d(pt.tensor4(shape=(1, 3, 4, 4)), pt.tensor4(shape=(2, 3, 7, 3))), "window 7"),
         (lambda: conv2d(pt.tensor4(), pt.tensor4(), stride=0), "stride must be >= 1"),
         (lambda: conv2d(pt.tensor4(), pt.tensor4(), stride=(1, 2, 3)), "(1, 2, 3)"),
         (lambda: conv2d(pt.tensor4(), pt.tensor4(), pad=(-1, 0)), "(-1, 0)"),
         (lambda: conv2d(pt.tensor4(), pt.tensor4(), pad=1.5), "1.5"),
-        (lambda: conv2d(pt.tensor4(), pt.tensor4(shape=(4, 3, 3, 3)), bias=pt.vector(shape=(5,))), "bias has 5 entries"),
+        (lambda: conv2d(pt.tensor4(), pt.tensor4(shape=(4, 3, 3, 3)), bias=pt.vector(shape=(5,))),
+         "bias has 5 entries"),
     ],
-    ids=["x-ndim", "w-ndim", "int", "mixed-dtype", "channels", "window", "stride0", "stride3", "pad-neg", "pad-float", "bias"],
+    ids=["x-ndim", "w-ndim", "int", "mixed-dtype", "channels", "window", "stride0", "stride3", "pad-neg", "pad-float",
+         "bias"],
 )
 def test_conv2d_bad_inputs_raise_value_error(make, message):
     with pytest.raises(ValueError) as err:

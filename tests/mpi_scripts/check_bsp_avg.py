@@ -1,8 +1,9 @@
 """Under mpiexec: BSP-avg's parameter average after k local steps equals the numpy mean of the workers' params."""
 
-import _abort_on_error  # noqa: F401
 import sys
 import tempfile
+
+import _abort_on_error  # noqa: F401
 
 from theanompi.backend import configure_pytensor
 

@@ -1,10 +1,10 @@
 """Under mpiexec, on host buffers: the fp16 allreduce (ar16) against float64 numpy sums and its error bound;
 cudampi's detection and its host-staged path. Prints the worst error relative to the bound."""
 
-import _abort_on_error  # noqa: F401
 import logging
 import sys
 
+import _abort_on_error  # noqa: F401
 import numpy as np
 from mpi4py import MPI
 
@@ -19,7 +19,8 @@ worst = 0.0  # max |error| / bound
 loose = 0.0  # max |error| / (u16 * sum |x|): shows fp16 really was on the wire
 for size in (1, n - 1, 7, 1000, 100_003):
     for scale in (1e-3, 1.0, 300.0):
-        per_rank = [(np.random.default_rng([r, size, int(scale * 1000)]).standard_normal(size) * scale).astype("float32")
+        per_rank = [(np.random.default_rng([r, size, int(scale * 1000)]).standard_normal(size) * scale)
+                    .astype("float32")
                     for r in range(n)]
         stacked = np.stack(per_rank).astype("float64")
         exact, abs_sum = stacked.sum(axis=0), np.abs(stacked).sum(axis=0)

@@ -7,9 +7,9 @@ Modes (argv[1]):
 * ``two-gpus``   (2 ranks, one GPU each): nccl32 and nccl16 against float64 numpy sums.
 """
 
-import _abort_on_error  # noqa: F401
 import sys
 
+import _abort_on_error  # noqa: F401
 import cupy
 import numpy as np
 from mpi4py import MPI

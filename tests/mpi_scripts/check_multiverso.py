@@ -3,10 +3,10 @@
 argv[1]: async | sync
 """
 
-import _abort_on_error  # noqa: F401
 import sys
 import time
 
+import _abort_on_error  # noqa: F401
 import numpy as np
 
 import theanompi.multiverso as mv
@@ -81,7 +81,7 @@ if mode == "sync":
     q = mv.ArrayTableHandler(100)
     rng = np.random.default_rng(me)
     seen = []
-    for i in range(10):
+    for _ in range(10):
         time.sleep(rng.uniform(0, 0.01))
         q.add(rng.standard_normal(100))
         seen.append(q.get())

@@ -15,10 +15,10 @@ as Multiverso's older flag list (``mv.init([b"", b"-sync=true"])``), in one proc
 * the per-worker GPU recipe: ``mv.worker_id()`` before pytensor/jax are imported.
 """
 
-import _abort_on_error  # noqa: F401
 import os
 import sys
 
+import _abort_on_error  # noqa: F401
 import numpy as np
 
 import theanompi.multiverso as mv

@@ -3,10 +3,10 @@
 Ranks 0..S-1 are servers (S = argv[2]), the rest clients. argv[1] is the mode: async | sync.
 """
 
-import _abort_on_error  # noqa: F401
 import sys
 import time
 
+import _abort_on_error  # noqa: F401
 import numpy as np
 from mpi4py import MPI
 
@@ -88,7 +88,7 @@ else:
 if mode == "sync":
     s = client.create_table(9, num_row=1000, num_col=1, dtype="float32")
     seen = []
-    for i in range(20):
+    for _ in range(20):
         time.sleep(rng.uniform(0, 0.01))
         client.add(s, rng.standard_normal((1000, 1)).astype("float32"))
         seen.append(client.get(s))

@@ -8,9 +8,9 @@ lands after another worker's get shows up as a wrong value.
 argv[1]: rounds per server mode (default 60)
 """
 
-import _abort_on_error  # noqa: F401
 import sys
 
+import _abort_on_error  # noqa: F401
 import numpy as np
 
 import theanompi.multiverso as mv

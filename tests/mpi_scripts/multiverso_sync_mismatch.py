@@ -1,7 +1,6 @@
 """Sync mode: worker 0 asks for one get more than the others -> an error message, not a hang."""
 
 import _abort_on_error  # noqa: F401
-
 import numpy as np
 
 import theanompi.multiverso as mv

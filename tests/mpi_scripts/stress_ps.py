@@ -4,10 +4,10 @@ Rank 0 serves; the others push random numbers of adds (async) or equal numbers (
 sleeps; every repetition must end (all DONE) with the table equal to the exact sum of all adds.
 """
 
-import _abort_on_error  # noqa: F401
 import sys
 import time
 
+import _abort_on_error  # noqa: F401
 import numpy as np
 from mpi4py import MPI
 

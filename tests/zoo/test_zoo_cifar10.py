@@ -5,8 +5,8 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import ASSETS
+
 from theanompi.models.data.cifar10 import Cifar10Data, UnsafePickleError
 from theanompi.models.zoo.cifar10_cnn import CifarCNN
 
@@ -26,6 +26,7 @@ def test_files_are_the_official_format(cifar_dir):
     assert raw.startswith(b"\x80\x02") and b"cnumpy.core.multiarray\n_reconstruct\n" in raw
 
 
+@pytest.mark.slow
 def test_cifar_cnn_trains_on_cifar10_files(cifar_dir):
     """CifarCNN (60,362 parameters) on 320 training images: measured 100 % on the 64 test images
     from the first epoch on (the class is a bright bar's row band, see tests/assets/zoo_helpers.py)."""

@@ -4,10 +4,10 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import ASSETS
-from theanompi.errors import ConfigError
+
 import theanompi.models.layers as L
+from theanompi.errors import ConfigError
 from theanompi.models.data.hickle_batches import HickleBatchData
 from theanompi.models.data.prefetch import PrefetchData
 from theanompi.models.zoo.alexnet import AlexNet
@@ -29,6 +29,7 @@ def hickle_dir(tmp_path_factory):
                                    batch=16, n_classes=4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls, options", [(AlexNet, ALEXNET), (VGG, VGG11)], ids=["AlexNet", "VGG11"])
 def test_learns_hickle_batches_with_dropout_off_in_validation(hickle_dir, cls, options):
     """Measured: 100 % validation accuracy (64 images) after 8 epochs of 16 steps, for both."""
@@ -36,8 +37,8 @@ def test_learns_hickle_batches_with_dropout_off_in_validation(hickle_dir, cls, o
     assert isinstance(model.data, PrefetchData) and isinstance(model.data.data, HickleBatchData)
     assert model.data.batch_size == 16 and model.data.input_shape == (3, 32, 32)
     assert model.data.n_batch_train == 16 and model.data.n_batch_val == 4
-    dropouts = [l for l in L.get_all_layers(model.network) if isinstance(l, L.DropoutLayer)]
-    assert len(dropouts) == 2 and all(l.p == 0.5 for l in dropouts)
+    dropouts = [lyr for lyr in L.get_all_layers(model.network) if isinstance(lyr, L.DropoutLayer)]
+    assert len(dropouts) == 2 and all(lyr.p == 0.5 for lyr in dropouts)
     assert not L.get_state_updates(model.val_logits)  # no dropout generator in the validation graph
     assert len(L.get_state_updates(model.logits)) == 2
     _, err0 = zh.validate(model)
@@ -50,23 +51,25 @@ def test_learns_hickle_batches_with_dropout_off_in_validation(hickle_dir, cls, o
     assert model.data.closed
 
 
+@pytest.mark.slow
 def test_chwb_layout_labels_files_and_vgg_with_batch_norm(tmp_path):
     root = zh.write_hickle_dataset(tmp_path / "hkl", n_train_files=8, n_val_files=2, batch=16, n_classes=4,
                                    layout="chwb", labels_file=True, mean=False)
     model = zh.make_model(VGG, data_dir=str(root), layout="chwb", prefetch=False, batch_norm=True, **VGG11)
     assert model.data.train.labels is not None and model.data.mean is None
-    assert sum(isinstance(l, L.BatchNormLayer) for l in L.get_all_layers(model.network)) == 8
+    assert sum(isinstance(lyr, L.BatchNormLayer) for lyr in L.get_all_layers(model.network)) == 8
     losses = zh.train_epochs(model, 6)
     assert np.all(np.isfinite(losses)) and np.mean(losses[-8:]) < 0.7 * np.mean(losses[:8]), losses
 
 
+@pytest.mark.slow
 def test_dropout_masks_differ_between_ranks_parameters_do_not(hickle_dir):
     a = zh.make_model(AlexNet, rank=0, size=2, data_dir=str(hickle_dir), **ALEXNET)
     b = zh.make_model(AlexNet, rank=1, size=2, data_dir=str(hickle_dir), **ALEXNET)
     for p, q in zip(a.params, b.params):
         np.testing.assert_array_equal(p.get_value(), q.get_value())
-    da = [l._seed for l in L.get_all_layers(a.network) if isinstance(l, L.DropoutLayer)]
-    db = [l._seed for l in L.get_all_layers(b.network) if isinstance(l, L.DropoutLayer)]
+    da = [lyr._seed for lyr in L.get_all_layers(a.network) if isinstance(lyr, L.DropoutLayer)]
+    db = [lyr._seed for lyr in L.get_all_layers(b.network) if isinstance(lyr, L.DropoutLayer)]
     assert len(set(da + db)) == 4
     a.cleanup(), b.cleanup()
 
@@ -74,12 +77,14 @@ def test_dropout_masks_differ_between_ranks_parameters_do_not(hickle_dir):
 def test_imagenet_defaults_and_small_inputs(hickle_dir):
     from theanompi.contract import WorkerConfig
 
-    alex = AlexNet(WorkerConfig(0, 1, 0, "cpu0", model_options={"data": "synthetic", "input_size": 227, "fc_width": 64, "n_classes": 10,
-                                                                "train_size": 2, "val_size": 1, "prefetch": False}))
+    options = {"data": "synthetic", "input_size": 227, "fc_width": 64, "n_classes": 10, "train_size": 2, "val_size": 1,
+               "prefetch": False}
+    alex = AlexNet(WorkerConfig(0, 1, 0, "cpu0", model_options=options))
     layers = L.get_all_layers(alex.network)
-    shapes = [l.output_shape for l in layers if isinstance(l, L.MaxPool2DLayer)]
+    shapes = [lyr.output_shape for lyr in layers if isinstance(lyr, L.MaxPool2DLayer)]
     assert alex.stem == "imagenet" and shapes == [(None, 96, 27, 27), (None, 256, 13, 13), (None, 256, 6, 6)]
-    conv = sum(L.count_params(l) - L.count_params(l.input_layer) for l in layers if isinstance(l, L.Conv2DLayer))
+    conv = sum(L.count_params(lyr) - L.count_params(lyr.input_layer)
+               for lyr in layers if isinstance(lyr, L.Conv2DLayer))
     assert conv == 3_747_200  # the single-tower AlexNet's convolutions (+ 58.6M in fc6-fc8 at 4096 wide)
     with pytest.raises(ConfigError, match="too small for stem=imagenet"):
         AlexNet(WorkerConfig(0, 1, 0, "cpu0", model_options={"data_dir": str(hickle_dir), "input_size": 32,

@@ -5,8 +5,8 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import ASSETS
+
 from theanompi.contract import check_model_class
 from theanompi.errors import ConfigError
 from theanompi.models import zoo
@@ -28,7 +28,8 @@ def test_registry_names_importable_contract_classes():
 @pytest.mark.parametrize("cls, options, fragment", [
     (CifarCNN, {"widths": "32"}, "widths='32' is not allowed; use a comma list of 2 integers"),
     (CifarCNN, {"data": "imagenet"}, "data='imagenet' is not allowed; use one of: digits, cifar10, synthetic, hickle"),
-    (CifarCNN, {"data": "hickle", "data_dir": "."}, "data='hickle' is not allowed; use one of: cifar10, synthetic, digits"),
+    (CifarCNN, {"data": "hickle", "data_dir": "."},
+     "data='hickle' is not allowed; use one of: cifar10, synthetic, digits"),
     (CifarCNN, {}, "data=cifar10 needs MODEL_DATA_DIR"),
     (CifarCNN, {"data_dir": "/no/such/dir"}, "MODEL_DATA_DIR='/no/such/dir' is not a directory"),
     (CifarCNN, {"data": "digits", "n_classes": 5}, "data=digits has 10 classes"),
@@ -50,13 +51,15 @@ def test_int_lists_from_cfg_text():
     assert check("32,64") and not check("32") and not check("a,b") and not check(True)
 
 
+@pytest.mark.slow
 def test_cifar_cnn_is_the_benchmark_net_and_learns_digits():
     model = zh.make_model(CifarCNN, data="digits", batch_size=32, lr=0.05)
     import theanompi.models.layers as L
 
-    kinds = [type(l).__name__ for l in L.get_all_layers(model.network)]
+    kinds = [type(lyr).__name__ for lyr in L.get_all_layers(model.network)]
     assert kinds == ["InputLayer", "Conv2DLayer", "MaxPool2DLayer", "Conv2DLayer", "MaxPool2DLayer", "DenseLayer"]
-    assert [p.get_value().shape for p in model.params] == [(32, 1, 3, 3), (32,), (64, 32, 3, 3), (64,), (256, 10), (10,)]
+    shapes = [p.get_value().shape for p in model.params]
+    assert shapes == [(32, 1, 3, 3), (32,), (64, 32, 3, 3), (64,), (256, 10), (10,)]
     _, err0 = zh.validate(model)
     losses = zh.train_epochs(model, 2)
     assert np.mean(losses[-5:]) < 0.5 * np.mean(losses[:5]), losses
@@ -93,6 +96,7 @@ def test_step_lr_decay_and_crop_augmentation():
     assert np.array_equal(m.data.train_batch(0)[0], xb)  # seeded by (seed, epoch, slot): reproducible
 
 
+@pytest.mark.slow
 def test_lstm_reads_digits_row_by_row_and_learns():
     model = zh.make_model(LSTMClassifier, num_units=32, batch_size=32)
     assert model.data.x_train.shape[1:] == (8, 8)
@@ -103,13 +107,14 @@ def test_lstm_reads_digits_row_by_row_and_learns():
     assert err < 0.3 and err < err0 - 0.4, (err0, err)  # about 15 % after 4 epochs, 7 % after 8
 
 
+@pytest.mark.slow
 def test_stacked_lstm_on_synthetic_sequences():
     opts = dict(data="synthetic", seq_len=5, n_features=3, n_classes=3, num_units=8, num_layers=2,
                 train_size=256, val_size=64, batch_size=16)
     model = zh.make_model(LSTMClassifier, **opts)
     import theanompi.models.layers as L
 
-    lstms = [l for l in L.get_all_layers(model.network) if isinstance(l, L.LSTMLayer)]
+    lstms = [lyr for lyr in L.get_all_layers(model.network) if isinstance(lyr, L.LSTMLayer)]
     assert model.data.x_train.shape[1:] == (5, 3) and len(lstms) == 2
     assert lstms[0].output_shape == (None, 5, 8) and lstms[1].output_shape == (None, 8)
     losses = zh.train_epochs(model, 8)  # measured: mean loss 1.10 in epoch 1, 0.71 in epoch 6, ~0.4 in epoch 8

@@ -5,11 +5,11 @@ import sys
 import numpy as np
 import pytensor
 import pytest
-
 from conftest import ASSETS
+
+import theanompi.models.layers as L
 from theanompi.contract import WorkerConfig
 from theanompi.errors import ConfigError
-import theanompi.models.layers as L
 from theanompi.models.zoo.resnet import ChannelPadShortcut, ResNet, ResNet20, ResNet32
 
 if str(ASSETS) not in sys.path:
@@ -21,6 +21,7 @@ def build(cls, **options):
     return cls(WorkerConfig(rank=0, size=1, seed=0, device="cpu0", model_options={"data": "synthetic", **options}))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls, options, expected", [
     (ResNet20, {}, 269_722),              # the paper's 0.27M
     (ResNet32, {}, 464_154),              # Multiverso's ResNet-32 benchmark: 464,154
@@ -30,7 +31,8 @@ def test_parameter_counts(cls, options, expected):
     model = build(cls, **options)
     assert model.n_params == expected
     assert L.count_params(model.network, trainable=True) == expected
-    convs = [l for l in L.get_all_layers(model.network) if isinstance(l, L.Conv2DLayer) and l.filter_size == (3, 3)]
+    convs = [lyr for lyr in L.get_all_layers(model.network)
+             if isinstance(lyr, L.Conv2DLayer) and lyr.filter_size == (3, 3)]
     assert len(convs) + 1 == model.hp["depth"]  # 6n+2 = 3x3 convolutions + the dense layer
     assert L.get_output_shape(model.network) == (None, 10)
     assert all(p.name for p in model.params) and len({p.name for p in model.params}) == len(model.params)
@@ -53,10 +55,11 @@ def test_option_a_shortcut_subsamples_and_zero_pads_channels():
     assert not out[:, :2].any() and not out[:, 4:].any()
 
 
+@pytest.mark.slow
 def test_validation_uses_running_statistics_and_sync_state_pools_them():
     model = build(ResNet, depth=8, width=4)
-    bn = [l for l in L.get_all_layers(model.network) if isinstance(l, L.BatchNormLayer)]
-    assert len(bn) == 7 and all(l.mean not in model.params for l in bn)  # not exchanged by any rule
+    bn = [lyr for lyr in L.get_all_layers(model.network) if isinstance(lyr, L.BatchNormLayer)]
+    assert len(bn) == 7 and all(lyr.mean not in model.params for lyr in bn)  # not exchanged by any rule
 
     class TwoWorkers:  # sums a second worker whose statistics are (mean + 1, same variance)
         def Get_size(self):
@@ -73,7 +76,7 @@ def test_validation_uses_running_statistics_and_sync_state_pools_them():
                 start += 2 * n
             return buffer + other
 
-    before = [l.mean.get_value().copy() for l in bn]
+    before = [lyr.mean.get_value().copy() for lyr in bn]
     model.sync_state(TwoWorkers())
     for layer, m in zip(bn, before):
         np.testing.assert_allclose(layer.mean.get_value(), m + 0.5, rtol=1e-5)
@@ -82,6 +85,7 @@ def test_validation_uses_running_statistics_and_sync_state_pools_them():
     assert L.get_state_updates(build(ResNet, depth=8, width=4, bn_eval="batch").val_logits) == {}
 
 
+@pytest.mark.slow
 def test_resnet20_narrow_reaches_95_percent_on_digits():
     """ResNet-20, width 8 (stages of 8/16/32 filters, 67,906 parameters), shortcuts A, on the digits
     (1x8x8: stages at 8x8, 4x4, 2x2), batch 32, lr 0.1, momentum 0.9, weight decay 1e-4, 1 worker.

@@ -4,7 +4,6 @@ import json
 import sys
 
 import pytest
-
 from conftest import ASSETS, run_launcher, write_cfg
 
 if str(ASSETS) not in sys.path:

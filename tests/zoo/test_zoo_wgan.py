@@ -4,8 +4,8 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import ASSETS
+
 from theanompi.contract import check_model_instance
 from theanompi.errors import ConfigError
 from theanompi.models.zoo.wgan import WGAN
@@ -15,6 +15,7 @@ if str(ASSETS) not in sys.path:
 import zoo_helpers as zh  # noqa: E402
 
 
+@pytest.mark.slow
 def test_generator_pixel_statistics_approach_the_data():
     """Defaults (clip 0.1, RMSProp lr 2e-4, n_critic 5, batch 64), 20 epochs = 480 steps (80 generator steps).
     Measured over seeds 0-3: gap 0.29-0.32 -> 0.07-0.08 at epoch 20; the critic estimate W peaks at 2.5-3.8."""
@@ -33,6 +34,7 @@ def test_generator_pixel_statistics_approach_the_data():
     assert np.isfinite(w_val) and 0 <= gap_val < 0.5 * gap0
 
 
+@pytest.mark.slow
 def test_cdd_two_phase_step_equals_the_local_step():
     """Two workers with the same batch: apply_update(2 x vector) must be the local step (1/N folded in)."""
     opts = dict(critic_hidden="16", gen_hidden="16", train_size=256, lr=0.001)  # 2 rank batches of 64 per epoch

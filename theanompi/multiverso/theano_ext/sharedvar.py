@@ -7,7 +7,7 @@ one of the running session (``mv_shared.shared_vars`` lists them).
 Example
 -------
 >>> W = mv_shared(value=np.zeros((784, 10), "float32"), name="W", borrow=True)   # doctest: +SKIP
->>> ...  # train: W changes locally
+>>> # train: W changes locally
 >>> W.mv_sync()            # add the change since the last sync, then fetch         # doctest: +SKIP
 >>> sync_all_mv_shared_vars()                                                        # doctest: +SKIP
 """

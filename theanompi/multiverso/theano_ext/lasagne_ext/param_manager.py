@@ -8,7 +8,7 @@ as one fused buffer.
 Example
 -------
 >>> manager = LasagneParamManager(network)     # doctest: +SKIP
->>> ...                                         # train some batches
+>>> # train some batches
 >>> manager.sync_all_param()                   # doctest: +SKIP
 >>> old_style = MVNetParamManager(network, mv.is_master_worker())  # doctest: +SKIP
 >>> old_style.update_all_param()               # doctest: +SKIP

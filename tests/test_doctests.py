@@ -1,0 +1,75 @@
+"""Every module under theanompi/ runs its docstring examples, which print what they show.
+
+Modules are found by walking the package, so a new module's examples run without touching this file. No example
+starts an MPI session; the ones that need one (or a GPU, or a data set on disk) carry ``# doctest: +SKIP``.
+"""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import os
+import pkgutil
+
+import pytest
+
+import theanompi
+
+# Modules that cannot be imported in the test process, each with the reason.
+NOT_IMPORTABLE = {
+    # raises ImportError by design: Lasagne's cuDNN layers are not ported (tests/layers/test_lasagne_tree.py checks it)
+    "theanompi.lasagne.layers.dnn",
+}
+
+# Modules that need an optional package; their examples run when it is installed.
+OPTIONAL_PACKAGE = {
+    "theanompi.models.torch": "torch",
+    "theanompi.multiverso.keras_ext": "keras",
+    "theanompi.multiverso.theano_ext.keras_ext.callbacks": "keras",
+}
+
+# Modules whose docstrings must show at least one example (a package prefix covers its modules).
+MUST_HAVE_EXAMPLES = ("theanompi.models.layers", "theanompi.models.zoo", "theanompi.watchdog", "theanompi.run_dir",
+                      "theanompi.mpirun", "theanompi.options", "theanompi.multiverso.api",
+                      "theanompi.multiverso.guards",
+                      "theanompi.multiverso.theano_ext.param_manager", "theanompi.param_access",
+                      "theanompi.models.hyperparams", "theanompi.models.torch")
+
+FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+
+
+def all_modules() -> list[str]:
+    """The package and every module under it, sorted.
+
+    >>> names = all_modules()
+    >>> names[0], "theanompi.lasagne.layers.dnn" in names
+    ('theanompi', True)
+    """
+    return sorted(["theanompi", *(info.name for info in pkgutil.walk_packages(theanompi.__path__, "theanompi."))])
+
+
+@pytest.mark.parametrize("name", [name for name in all_modules() if name not in NOT_IMPORTABLE])
+def test_docstring_examples(name: str) -> None:
+    if name in OPTIONAL_PACKAGE:
+        pytest.importorskip(OPTIONAL_PACKAGE[name])
+        os.environ.setdefault("KERAS_BACKEND", "torch")  # keras 3 defaults to tensorflow, which is not a dependency
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=FLAGS)
+    if name.startswith(MUST_HAVE_EXAMPLES):
+        assert result.attempted > 0, f"{name} has no docstring example"
+    assert result.failed == 0, f"{result.failed} of {result.attempted} docstring example(s) of {name} failed (above)"
+
+
+def test_walk_finds_the_known_examples() -> None:
+    """The walk reaches nested packages (guards against a silently empty parametrization)."""
+    names = all_modules()
+    assert len(names) > 100
+    nested = {"theanompi.models.layers.dense", "theanompi.multiverso.theano_ext.sharedvar", "theanompi.ps.server"}
+    assert nested <= set(names)
+
+
+def test_this_module_examples() -> None:
+    import sys
+
+    result = doctest.testmod(sys.modules[__name__], optionflags=FLAGS)
+    assert result.attempted > 0 and result.failed == 0

@@ -1,0 +1,34 @@
+"""Importing the launcher side of theanompi loads neither mpi4py nor pytensor.
+
+``tmlauncher`` validates the cfg and spawns mpiexec; only the ranks need MPI and pytensor. Keeping them out of the
+launcher's imports keeps bad-input errors instant and lets the launcher run where pytensor would compile C code.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+HEAVY = ("mpi4py", "pytensor")
+
+
+def modules_loaded_by(statement: str) -> list[str]:
+    """The HEAVY packages present in a fresh interpreter's ``sys.modules`` after ``statement``."""
+    probe = (f"import json, sys\n{statement}\n"
+             f"print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("module", ["theanompi", "theanompi.cfg", "theanompi.launch"])
+def test_launcher_imports_stay_light(module: str) -> None:
+    assert modules_loaded_by(f"import {module}") == []
+
+
+def test_probe_sees_a_heavy_import() -> None:
+    assert modules_loaded_by("import mpi4py, pytensor") == ["mpi4py", "pytensor"]
