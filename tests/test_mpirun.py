@@ -13,7 +13,7 @@ def test_one_app_context_per_rank_with_thread_counts():
     contexts = " ".join(argv).split(" : ")
     assert len(contexts) == 2
     assert "-x OMP_NUM_THREADS=2" in contexts[1] and "-x OPENBLAS_NUM_THREADS=2" in contexts[1]
-    assert contexts[1].endswith("py -m theanompi.worker /r/session.json")
+    assert contexts[1].endswith("py -m theanompi.rank_main /r/session.json")
     assert "--oversubscribe" not in argv
 
 
@@ -49,9 +49,9 @@ def test_a_terminated_launcher_says_which_signal_stopped_it(tmp_path):
 
     script = tmp_path / "term.py"
     script.write_text(
-        "import os, signal, threading\nfrom theanompi.mpirun import Session, raise_interrupted\n"
+        "import os, signal, threading\nfrom theanompi.mpirun import MpiexecRun, raise_interrupted\n"
         "signal.signal(signal.SIGTERM, raise_interrupted)\n"
-        f"session = Session(['sleep', '60'], {str(tmp_path)!r}, [])\n"
+        f"session = MpiexecRun(['sleep', '60'], {str(tmp_path)!r}, [])\n"
         "threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM)).start()\n"
         "code = session.wait()\nprint(code, session.failure, session.proc.returncode)\n")
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
@@ -65,7 +65,9 @@ def test_the_progress_line_counts_days():
     assert format_duration(1e12) == "11574074 d 01:46:40"  # no wrap at 24 h, no overflow
 
 
-@pytest.mark.parametrize("module", ["theanompi.watchdog", "theanompi.run_dir", "theanompi.mpirun", "theanompi.options"])
+@pytest.mark.parametrize("module", ["theanompi.watchdog", "theanompi.run_dir", "theanompi.mpirun", "theanompi.options",
+                                    "theanompi.rank_status", "theanompi.safe_io", "theanompi.remote",
+                                    "theanompi.session", "theanompi.recorder"])
 def test_docstring_examples(module):
     import doctest
     import importlib

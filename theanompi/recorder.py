@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from theanompi.safe_io import atomic_write_text
 from theanompi.watchdog import ACTIVITY
 
 TIMERS = ("calc", "comm", "wait")
@@ -182,9 +183,7 @@ class Recorder:
         if not self.write:
             return
         self._flush_iterations()
-        tmp = self.run_dir / "summary.json.tmp"
-        tmp.write_text(json.dumps(summary, indent=2))
-        tmp.replace(self.run_dir / "summary.json")
+        atomic_write_text(self.run_dir / "summary.json", json.dumps(summary, indent=2))
         if plots:
             try:
                 from theanompi.plots import plot_run
