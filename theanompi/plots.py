@@ -104,7 +104,7 @@ def plot_curves(run_dir: Path, epochs: list[dict]) -> Path:
             ax.grid(alpha=0.3)
             ax.margins(y=0.12)  # room for the last value's label
             if col == 0:
-                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
                 ax.set_xlim(min(x) - 0.5, max(x) + 0.5 + 0.08 * len(x))  # room for the last value
             else:
                 ax.set_xlim(0, 1.12 * max(x))
@@ -140,7 +140,7 @@ def _draw_epoch_times(ax, recs: list[dict], parts: dict[str, list[float]]) -> No
         for key, label, colour in styles:
             ax.bar(x, parts[key], bottom=bottom, color=colour, label=label, width=0.8)
             bottom = [b + v for b, v in zip(bottom, parts[key])]
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     ax.set_xlabel("epoch")
     ax.set_ylabel("seconds per epoch (compile excluded)")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
