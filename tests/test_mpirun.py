@@ -12,7 +12,7 @@ def test_one_app_context_per_rank_with_thread_counts():
     contexts = " ".join(argv).split(" : ")
     assert len(contexts) == 2
     assert "-x OMP_NUM_THREADS=2" in contexts[1] and "-x OPENBLAS_NUM_THREADS=2" in contexts[1]
-    assert contexts[1].endswith("py -m theanompi.worker /r/session.json")
+    assert contexts[1].endswith("py -m theanompi.rank_main /r/session.json")
     assert "--oversubscribe" not in argv
 
 
@@ -48,9 +48,9 @@ def test_a_terminated_launcher_says_which_signal_stopped_it(tmp_path):
 
     script = tmp_path / "term.py"
     script.write_text(
-        "import os, signal, threading\nfrom theanompi.mpirun import Session, raise_interrupted\n"
+        "import os, signal, threading\nfrom theanompi.mpirun import MpiexecRun, raise_interrupted\n"
         "signal.signal(signal.SIGTERM, raise_interrupted)\n"
-        f"session = Session(['sleep', '60'], {str(tmp_path)!r}, [])\n"
+        f"session = MpiexecRun(['sleep', '60'], {str(tmp_path)!r}, [])\n"
         "threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM)).start()\n"
         "code = session.wait()\nprint(code, session.failure, session.proc.returncode)\n")
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from theanompi.errors import ConfigError
-from theanompi.safe_io import UnsafeFileError, load_hickle, save_hickle_atomically
+from theanompi.safe_io import UnsafeFileError, atomic_write, atomic_write_text, load_hickle, save_hickle_atomically
 
 HITS = []
 
@@ -24,7 +24,7 @@ def test_round_trip_of_plain_data(tmp_path):
     back = load_hickle(path)
     assert back["epoch"] == 3 and back["name"] == "x" and back["flags"] == [True, None]
     np.testing.assert_array_equal(back["params"][0], obj["params"][0])
-    assert not list(tmp_path.glob(".*tmp"))
+    assert [p.name for p in tmp_path.iterdir()] == ["c.hkl"]  # no temporary file left
 
 
 def test_pickled_code_is_refused_without_running(tmp_path):
@@ -45,3 +45,23 @@ def test_corrupt_and_missing_files(tmp_path):
         load_hickle(bad)
     with pytest.raises(ConfigError, match="no such file"):
         load_hickle(tmp_path / "none.hkl")
+
+
+def test_a_failed_atomic_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
+    path = atomic_write_text(tmp_path / "latest", "old")
+
+    def half_write(tmp):
+        tmp.write_text("half")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space"):
+        atomic_write(path, half_write)
+    assert path.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["latest"]
+
+
+def test_atomic_write_keeps_the_suffix_a_writer_needs(tmp_path):
+    path = atomic_write(tmp_path / "final_params.npz", lambda tmp: np.savez(tmp, p000=np.arange(3)))
+    with np.load(path, allow_pickle=False) as data:
+        np.testing.assert_array_equal(data["p000"], np.arange(3))
+    assert [p.name for p in tmp_path.iterdir()] == ["final_params.npz"]

@@ -35,6 +35,8 @@ import os
 import sys
 from pathlib import Path
 
+from theanompi.safe_io import atomic_write_text
+
 log = logging.getLogger(__name__)
 
 #: BLAS routines pytensor's C code calls; each is mapped onto the wheel's prefixed name.
@@ -257,8 +259,5 @@ def write_pytensorrc(cache_dir: Path | None = None, floatx: str = "float32") -> 
     text = pytensorrc_text(cache_dir, floatx)
     rc_path = cache_dir / f"pytensorrc-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
     if not rc_path.exists():
-        # Concurrent ranks write identical content; write-then-rename keeps it atomic.
-        tmp = rc_path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(text)
-        os.replace(tmp, rc_path)
+        atomic_write_text(rc_path, text)  # concurrent ranks write the same text
     return rc_path

@@ -22,7 +22,7 @@ import logging
 from pathlib import Path
 
 from theanompi.errors import ConfigError
-from theanompi.safe_io import UnsafeFileError, load_hickle, save_hickle_atomically
+from theanompi.safe_io import UnsafeFileError, atomic_write_text, load_hickle, save_hickle_atomically
 
 log = logging.getLogger("theanompi")
 
@@ -35,9 +35,7 @@ def save_checkpoint(directory, payload: dict) -> Path:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = save_hickle_atomically({"format": FORMAT, **payload}, directory / f"ckpt-epoch-{payload['epoch']:04d}.hkl")
-    tmp = directory / ".latest.tmp"
-    tmp.write_text(path.name + "\n")
-    tmp.replace(directory / "latest")
+    atomic_write_text(directory / "latest", path.name + "\n")
     return path
 
 

@@ -30,8 +30,6 @@ import numpy as np
 
 from theanompi.errors import ConfigError
 
-COMPUTE_MODES = ("auto", "c", "jax")
-
 
 def _is_cuda(device: str) -> bool:
     return device.rsplit(":", 1)[-1].startswith("cuda")

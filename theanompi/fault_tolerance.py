@@ -11,8 +11,8 @@ drop the lost ranks and go on; collectives among survivors go through
 whose collectives all do. Rank 0 of such a communicator (the rank that writes the
 records) cannot be lost: survivors then stop with :class:`~theanompi.errors.SessionError`.
 
-The launcher side: :func:`lost_ranks` lists the ranks that started but neither
-finished nor reported an error (killed), from ``RUN_DIR/ranks/``.
+The launcher side: :func:`theanompi.rank_status.lost_ranks` lists the ranks that
+started but neither finished nor reported an error (killed).
 
 Example
 -------
@@ -27,7 +27,6 @@ Example
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Callable, TypeVar
 
 log = logging.getLogger("theanompi")
@@ -136,11 +135,3 @@ class SurvivorsComm:
             return result
 
         return collective
-
-
-def lost_ranks(run_dir, n_ranks: int) -> list[int]:
-    """Ranks that started (``rank-N.pid``) but neither finished (``.done``) nor failed (``.failed``)."""
-    status = Path(run_dir) / "ranks"
-    return [r for r in range(n_ranks)
-            if (status / f"rank-{r}.pid").exists()
-            and not (status / f"rank-{r}.done").exists() and not (status / f"rank-{r}.failed").exists()]

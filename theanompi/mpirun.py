@@ -34,7 +34,9 @@ from pathlib import Path
 
 from theanompi.devices import Device
 from theanompi.errors import ConfigError
+from theanompi.rank_status import lost_ranks, read_failures
 from theanompi.remote import RemoteRanks, remote_spec_options
+from theanompi.watchdog import stall_report
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,8 @@ ROOT_ENV = {
     "PRTE_ALLOW_RUN_AS_ROOT": "1",
     "PRTE_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
 }
-STATUS_DIR = "ranks"
+#: the module every rank runs (``python -m theanompi.rank_main RUN_DIR/session.json``)
+RANK_ENTRY_POINT = "theanompi.rank_main"
 _RANK_ERROR_RE = re.compile(r"^\[rank \d+\] error: (.+)$", re.M)
 #: what a rank's error says when it only saw a peer die (ULFM): the peer is the one to name
 _PEER_DIED_RE = re.compile(r"MPI_ERR_PROC_FAILED|MPI_ERR_REVOKED|MPI_ERR_IN_STATUS")
@@ -78,7 +81,7 @@ def find_mpiexec() -> str:
 def mpiexec_command(ranks: list[RankSpec], spec_path: str, bind: str, mpiexec: str | None = None,
                     python: str | None = None, cpu_count: int | None = None, threads: int = 0,
                     fault_tolerant: bool = False) -> list[str]:
-    """argv that starts one ``python -m theanompi.worker SPEC`` per rank (``threads`` 0: cores / local ranks).
+    """argv that starts one ``python -m theanompi.rank_main SPEC`` per rank (``threads`` 0: cores / local ranks).
 
     ``fault_tolerant`` runs the job under Open MPI's ULFM (``--with-ft ulfm``): a dead
     rank no longer ends the job, the survivors see MPI_ERR_PROC_FAILED instead.
@@ -124,7 +127,7 @@ def mpiexec_command(ranks: list[RankSpec], spec_path: str, bind: str, mpiexec: s
             argv += ["-x", f"{key}={value}"]
         for name in forwarded:
             argv += ["-x", name]
-        argv += [python, "-m", "theanompi.worker", spec_path]
+        argv += [python, "-m", RANK_ENTRY_POINT, spec_path]
     return argv
 
 
@@ -145,7 +148,7 @@ class Interrupted(KeyboardInterrupt):
 
 
 def raise_interrupted(signum: int, frame) -> None:
-    """Signal handler (e.g. for SIGTERM) that stops a waiting Session, naming the signal."""
+    """Signal handler (e.g. for SIGTERM) that stops a waiting :class:`MpiexecRun`, naming the signal."""
     raise Interrupted(signal.Signals(signum).name)
 
 
@@ -199,23 +202,8 @@ def spawn(*args, **kwargs) -> subprocess.Popen:
     return proc
 
 
-def rank_failures(run_dir: Path) -> list[str]:
-    """Messages ranks left in ``RUN_DIR/ranks/*.failed`` (in rank order; empty files skipped)."""
-    status = Path(run_dir) / STATUS_DIR
-    files = sorted(status.glob("rank-*.failed"), key=lambda p: int(p.stem.split("-")[1]))
-    messages = []
-    for f in files:
-        try:
-            text = f.read_text().strip()
-        except OSError:
-            continue
-        if text:
-            messages.append(text)
-    return messages
-
-
-class Session:
-    """A running mpiexec; :meth:`wait` returns its exit code and explains a failure.
+class MpiexecRun:
+    """The running mpiexec of a session; :meth:`wait` returns its exit code and explains a failure.
 
     mpiexec runs in its own process group so that Ctrl-C (or SIGTERM to the
     launcher) ends every rank through one ``killpg``.
@@ -279,8 +267,6 @@ class Session:
         if code != 0 and self.failure is None:
             self.failure = self._explain_failure(code)
         if code == 0:
-            from theanompi.fault_tolerance import lost_ranks
-
             lost = sorted(set(lost_ranks(self.run_dir, len(self.ranks))) | set(self.remote.lost()))
             self.lost = [self.ranks[r].describe(r) for r in lost]
         self.code = code
@@ -295,28 +281,24 @@ class Session:
 
     def _wait_watching_stalls(self) -> int:
         """Wait for mpiexec; stop the session when a rank reports a stalled exchange."""
-        from theanompi.watchdog import stall_report
-
         described = [r.describe(i) for i, r in enumerate(self.ranks)]
         while True:
             try:
                 return self.proc.wait(timeout=1.0)
             except subprocess.TimeoutExpired:
                 pass
-            report = stall_report(self.run_dir / STATUS_DIR, described)
+            report = stall_report(self.run_dir, described)
             if report:
                 try:  # the ranks waiting on a stuck one report a moment later: name them too
                     self.proc.wait(timeout=self.stall_grace)
                 except subprocess.TimeoutExpired:
                     pass
-                self.failure = stall_report(self.run_dir / STATUS_DIR, described) or report
+                self.failure = stall_report(self.run_dir, described) or report
                 self.terminate()
                 return self.proc.wait()
 
     def _explain_failure(self, code: int) -> str:
-        from theanompi.fault_tolerance import lost_ranks
-
-        failures = rank_failures(self.run_dir) or self.remote.failures(lambda r: self.ranks[r].describe(r))
+        failures = read_failures(self.run_dir) or self.remote.failures(lambda r: self.ranks[r].describe(r))
         lost = lost_ranks(self.run_dir, len(self.ranks))
         if self.fault_tolerant and lost and failures and all(_PEER_DIED_RE.search(f) for f in failures):
             # the survivors only saw a peer die (ON_WORKER_LOSS=continue): name the dead one

@@ -1,9 +1,17 @@
-"""Recorder: per-iteration calc/comm/wait seconds and per-epoch metrics, as JSON lines.
+"""Recorder: per-iteration calc/comm/wait seconds, the compile phase, and per-epoch metrics, as JSON lines.
 
 Iteration records are buffered and written at each epoch end. Timers nest: time spent in an inner timer (e.g. 'wait' for data inside the
 model's step) is not counted again in the enclosing one ('calc').
 Rank 0 writes ``iterations.jsonl``, ``epochs.jsonl`` and ``summary.json`` into
 the run directory; other ranks only keep their local sums.
+
+Compiling is a phase of its own, kept out of calc/comm/wait: the seconds spent
+building the model (handed over with :meth:`Recorder.record_phase`) and the
+recorder's first iteration, whose timers hold pytensor's first call of the step
+(and the peers' own warm-up). Each epoch record says ``compile_s`` (the compile
+seconds since the previous record) and ``elapsed_no_compile_s`` (wall seconds
+since the recorder started, compile excluded: the time axis of the plots);
+``summary.json`` gets the session's ``compile_s``.
 
 Example
 -------
@@ -15,6 +23,10 @@ Example
 ['calc', 'comm', 'iteration', 'wait']
 >>> rec.train_means()
 (0.5, 0.25)
+>>> rec.record_phase("compile", 2.5)              # e.g. the model's build, before the recorder existed
+>>> record = rec.end_epoch(0, {})
+>>> record["compile_s"] >= 2.5, record["calc_s"]  # the first iteration was the warm-up
+(True, 0.0)
 
 Theano-MPI's spelling (models written for Theano-MPI call these):
 
@@ -33,20 +45,39 @@ import time
 from pathlib import Path
 from typing import Any
 
+from theanompi.safe_io import atomic_write_text
 from theanompi.watchdog import ACTIVITY
 
 TIMERS = ("calc", "comm", "wait")
+#: one-off phases, recorded apart from the per-iteration timers
+PHASES = ("compile",)
 log = logging.getLogger(__name__)
 
 
 class Recorder:
-    def __init__(self, run_dir: Path | None, write: bool = True):
+    """One rank's timings and metrics; see the module's docstring.
+
+    Parameters
+    ----------
+    run_dir : Path or None
+        Where the records go (None: keep them in memory only).
+    write : bool
+        Whether this rank writes the files (rank 0 does).
+    warmup_iterations : int
+        The first iterations recorded as the 'compile' phase instead of calc/comm/wait.
+    """
+
+    def __init__(self, run_dir: Path | None, write: bool = True, warmup_iterations: int = 1):
         self.run_dir = Path(run_dir) if run_dir else None
         self.write = write and self.run_dir is not None
+        self.warmup_iterations = warmup_iterations
+        self._clock_start = time.perf_counter()
+        self._clock_excluded = 0.0  # phase seconds spent since the clock started
+        self._epoch_phases = {k: 0.0 for k in PHASES}
         self._stack: list[list[float]] = []  # [start, time of nested timers]
         self._iter = {k: 0.0 for k in TIMERS}
         self._epoch_times = {k: 0.0 for k in TIMERS}
-        self.totals = {k: 0.0 for k in TIMERS}  # whole-session seconds per timer
+        self.totals = {k: 0.0 for k in TIMERS + PHASES}  # whole-session seconds per timer and phase
         self._train = [0.0, 0.0, 0]  # loss*n, error*n, n
         self._val = [0.0, 0.0, 0]
         self._val_top5 = [0.0, 0]  # top-5 error*n, n (Theano-MPI's val_error)
@@ -117,31 +148,50 @@ class Recorder:
         """[top-5 error*n, n] of this rank's validation since the last epoch end (Theano-MPI models)."""
         return list(self._val_top5)
 
+    def record_phase(self, phase: str, seconds: float) -> None:
+        """Add ``seconds`` spent before this recorder started (e.g. building the model) to ``phase``."""
+        self._add_phase(phase, seconds)
+
+    def _add_phase(self, phase: str, seconds: float) -> None:
+        if phase not in PHASES:
+            raise ValueError(f"phase {phase!r} is not one of {PHASES}")
+        self._epoch_phases[phase] += seconds
+        self.totals[phase] += seconds
+
     def end_iteration(self) -> dict[str, float]:
-        """Close the current iteration; returns (and, on rank 0, writes) its timings."""
-        it, ep = self._iter, self._epoch_times
+        """Close the current iteration; returns (and, on rank 0, writes) its timings.
+
+        While :attr:`warmup_iterations` remain, the iteration's seconds go to the 'compile' phase.
+        """
+        it = self._iter
         calc, comm, wait = it["calc"], it["comm"], it["wait"]
-        ep["calc"] += calc
-        ep["comm"] += comm
-        ep["wait"] += wait
-        tot = self.totals
-        tot["calc"] += calc
-        tot["comm"] += comm
-        tot["wait"] += wait
         it["calc"] = it["comm"] = it["wait"] = 0.0
-        row = (self.iteration, calc, comm, wait)
+        warmup = self.warmup_iterations > 0
+        if warmup:
+            self.warmup_iterations -= 1
+            self._add_phase("compile", calc + comm + wait)
+            self._clock_excluded += calc + comm + wait
+        else:
+            ep, tot = self._epoch_times, self.totals
+            ep["calc"] += calc
+            ep["comm"] += comm
+            ep["wait"] += wait
+            tot["calc"] += calc
+            tot["comm"] += comm
+            tot["wait"] += wait
+        row = (self.iteration, calc, comm, wait, warmup)
         self.iteration += 1
         ACTIVITY.iteration = self.iteration
         if self.write:
             self._pending.append(row)
-        return dict(zip(("iteration",) + TIMERS, row))
+        return dict(zip(("iteration",) + TIMERS, row[:4]))
 
     def _flush_iterations(self) -> None:
         if self._pending:
             with open(self.run_dir / "iterations.jsonl", "a") as f:
-                for i, calc, comm, wait in self._pending:
-                    f.write(json.dumps({"iteration": i, "calc": round(calc, 6), "comm": round(comm, 6),
-                                        "wait": round(wait, 6)}) + "\n")
+                for i, calc, comm, wait, warmup in self._pending:
+                    row = {"iteration": i, "calc": round(calc, 6), "comm": round(comm, 6), "wait": round(wait, 6)}
+                    f.write(json.dumps({**row, "compile": True} if warmup else row) + "\n")
             self._pending.clear()
 
     def train_means(self) -> tuple[float, float]:
@@ -164,6 +214,8 @@ class Recorder:
             "train_loss": train_loss,
             "train_error": train_err,
             **{f"{k}_s": round(v, 6) for k, v in self._epoch_times.items()},
+            **{f"{k}_s": round(v, 6) for k, v in self._epoch_phases.items()},
+            "elapsed_no_compile_s": round(time.perf_counter() - self._clock_start - self._clock_excluded, 6),
             **extra,
         }
         self.epochs.append(record)
@@ -171,6 +223,7 @@ class Recorder:
         self._val = [0.0, 0.0, 0]
         self._val_top5 = [0.0, 0]
         self._epoch_times = {k: 0.0 for k in TIMERS}
+        self._epoch_phases = {k: 0.0 for k in PHASES}
         if self.write:
             with open(self.run_dir / "epochs.jsonl", "a") as f:
                 f.write(json.dumps(record) + "\n")
@@ -178,13 +231,13 @@ class Recorder:
         return record
 
     def write_summary(self, summary: dict[str, Any], plots: bool = True) -> None:
-        """Write ``summary.json`` and (by default) redraw the run's PNG plots."""
+        """Write ``summary.json`` (with this rank's ``compile_s`` unless ``summary`` has one) and (by default)
+        redraw the run's PNG plots."""
         if not self.write:
             return
         self._flush_iterations()
-        tmp = self.run_dir / "summary.json.tmp"
-        tmp.write_text(json.dumps(summary, indent=2))
-        tmp.replace(self.run_dir / "summary.json")
+        summary = {**summary, "compile_s": summary.get("compile_s", round(self.totals["compile"], 6))}
+        atomic_write_text(self.run_dir / "summary.json", json.dumps(summary, indent=2))
         if plots:
             try:
                 from theanompi.plots import plot_run

@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
+from theanompi.rank_status import has_status
 from theanompi.session import SessionSpec
 
 #: environment variable carrying the session spec to ranks on other hosts
@@ -139,7 +140,7 @@ class RemoteRanks:
 
     def where(self, status: RankStatus) -> str:
         """Where the records of ``status``'s rank are, as a clause for a message."""
-        if (self.run_dir / "ranks" / f"rank-{status.rank}.pid").exists():
+        if has_status(self.run_dir, status.rank, "pid"):
             return f"rank {status.rank} ran on host {status.host}; its records are in the shared {status.run_dir}"
         return f"rank {status.rank} ran on host {status.host}; its records are there, in {status.run_dir}"
 
@@ -182,7 +183,7 @@ class RemoteRanks:
         status = self.latest.get(rank)
         if status is not None and status.state != "started":
             return True
-        return any((self.run_dir / "ranks" / f"rank-{rank}.{end}").exists() for end in ("done", "failed"))
+        return any(has_status(self.run_dir, rank, end) for end in ("done", "failed"))
 
     def ends(self, describe: Callable[[int], str], remote: list[int]) -> list[str]:
         """One line per rank of ``remote`` (the ranks on other hosts): how it ended, where its records are."""

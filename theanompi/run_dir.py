@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import tempfile
 from pathlib import Path
 
 from theanompi.errors import ConfigError
-from theanompi.mpirun import STATUS_DIR
+from theanompi.rank_status import clear_statuses
 
 LOCK_NAME = ".session.lock"
 
@@ -74,10 +73,7 @@ def claim_run_dir(run_dir: Path) -> RunDirClaim:
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        status = run_dir / STATUS_DIR
-        if status.exists():
-            shutil.rmtree(status)
-        status.mkdir()
+        clear_statuses(run_dir)
     except OSError as err:
         claim.release()
         raise _not_writable("RUN_DIR", run_dir, err) from None

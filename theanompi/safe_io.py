@@ -1,4 +1,4 @@
-"""Loading files without unpickling arbitrary objects.
+"""Safe file I/O: loading without unpickling arbitrary objects, and writing files readers never see half-written.
 
 hickle stores Python *types* (and unknown objects) as pickles, so a crafted
 ``.hkl`` file can run code on ``hickle.load``. :func:`load_hickle` runs hickle
@@ -14,14 +14,20 @@ Example
 >>> load_hickle("evil.hkl")                             # doctest: +SKIP
 Traceback (most recent call last):
 theanompi.safe_io.UnsafeFileError: refusing to unpickle 'evil.hkl': it references the global 'builtins.print' ...
+
+:func:`atomic_write` is the one way this package replaces a file that another
+process (a rank, the launcher, a person) may read at the same moment: it writes
+a temporary file beside the target, then renames it over the target.
 """
 
 from __future__ import annotations
 
 import io
+import os
 import pickle
 import threading
 import types
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -145,12 +151,48 @@ def load_hickle(path) -> object:
         raise ConfigError(f"{path}: not a readable hickle file ({type(err).__name__}: {str(err)[:200]})") from None
 
 
+def atomic_write(path, write: Callable[[Path], object]) -> Path:
+    """Replace ``path`` by what ``write(tmp)`` writes to a temporary path beside it, then a rename.
+
+    Readers see the old file or the new one, never a partial one. The temporary
+    name is hidden, unique to this process and keeps ``path``'s suffix (writers
+    such as ``numpy.savez`` add one otherwise); it is removed if ``write`` fails.
+
+    Example
+    -------
+    >>> import tempfile, numpy as np
+    >>> d = Path(tempfile.mkdtemp())
+    >>> atomic_write(d / "a.npz", lambda tmp: np.savez(tmp, x=np.arange(3))).name
+    'a.npz'
+    >>> sorted(p.name for p in d.iterdir())
+    ['a.npz']
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}{path.suffix}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_text(path, text: str) -> Path:
+    """Replace ``path``'s contents by ``text`` (see :func:`atomic_write`).
+
+    Example
+    -------
+    >>> import tempfile
+    >>> path = atomic_write_text(Path(tempfile.mkdtemp()) / "latest", "ckpt-epoch-0003.hkl")
+    >>> path.read_text()
+    'ckpt-epoch-0003.hkl'
+    """
+    return atomic_write(path, lambda tmp: tmp.write_text(text))
+
+
 def save_hickle_atomically(obj, path) -> Path:
-    """Write ``obj`` with hickle to ``path`` via a temporary file and a rename (never half-written)."""
+    """Write ``obj`` with hickle to ``path`` (never half-written: :func:`atomic_write`)."""
     import hickle
 
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    hickle.dump(obj, str(tmp), mode="w")
-    tmp.replace(path)
-    return path
+    return atomic_write(path, lambda tmp: hickle.dump(obj, str(tmp), mode="w"))

@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from theanompi.safe_io import atomic_write_text
+
 
 @dataclass
 class SessionSpec:
@@ -42,10 +44,7 @@ class SessionSpec:
         return cls(**json.loads(text))
 
     def save(self, path: Path) -> None:
-        path = Path(path)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(self.to_json())
-        tmp.replace(path)
+        atomic_write_text(path, self.to_json())
 
     @classmethod
     def load(cls, path: Path) -> "SessionSpec":

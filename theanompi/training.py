@@ -191,9 +191,11 @@ class WorkerLoop:
         self.ctx = ctx
         self.comm = comm
         self.options = ctx.spec.options
+        build_start = time.perf_counter()
         self.model = build_model(ctx, comm.rank, comm.size, self.sync_type)
         self.fused = FusedParams(self.model.params, where=self.fused_where)
         self.recorder = self.make_recorder()
+        self.recorder.record_phase("compile", time.perf_counter() - build_start)
         self.n_epochs = n_epochs_for(self.model, self.options)
         self.iteration = 0
         self.epoch = 0

@@ -5,7 +5,7 @@ model, training, validation, epoch end, serving, ...), whether it is waiting on
 other ranks (an exchange, a collective) or working itself, and since when.
 Phases are entered by the rank loops (:meth:`Activity.enter`); the recorder's
 timers and :meth:`Activity.waiting` mark progress inside them. A
-:class:`Watchdog` thread, started by ``theanompi.worker`` before the rule runs
+:class:`Watchdog` thread, started by ``theanompi.rank_main`` before the rule runs
 (so servers and the model build are covered too), writes
 ``RUN_DIR/ranks/rank-N.stall`` once nothing has moved for ``WATCHDOG`` seconds.
 The launcher (:func:`stall_report`) turns those files into one line that names
@@ -20,7 +20,7 @@ Example
 ('validation (an exchange)', True)
 >>> activity.describe()[:2]
 ('validation', False)
->>> Watchdog(timeout=60, path=run_dir / "ranks" / "rank-1.stall",
+>>> Watchdog(timeout=60, path=rank_status.status_path(run_dir, 1, "stall"),
 ...          who="rank 1 (worker on cpu1)").start()       # doctest: +SKIP
 """
 
@@ -32,6 +32,9 @@ import threading
 import time
 from pathlib import Path
 from typing import Iterator
+
+from theanompi.rank_status import has_status, read_stalls
+from theanompi.safe_io import atomic_write_text
 
 
 class Activity:
@@ -97,27 +100,14 @@ class Watchdog(threading.Thread):
                 continue
             record = {"who": self.who, "where": where, "waiting": waiting, "since": since,
                       "iteration": int(self.activity.iteration)}
-            tmp = self.path.with_suffix(".tmp")
             try:
-                tmp.write_text(json.dumps(record))
-                tmp.replace(self.path)
+                atomic_write_text(self.path, json.dumps(record))
             except OSError:
                 continue  # a full or read-only disk: the rank's own error will say so
             self.reported_since = since
 
 
-def read_stalls(status_dir: Path) -> dict[int, dict]:
-    """rank -> the record its watchdog wrote."""
-    stalls = {}
-    for path in Path(status_dir).glob("rank-*.stall"):
-        try:
-            stalls[int(path.stem.split("-")[1])] = json.loads(path.read_text())
-        except (ValueError, OSError):
-            continue
-    return stalls
-
-
-def stall_report(status_dir: Path, describe_ranks: list[str]) -> str | None:
+def stall_report(run_dir: Path, describe_ranks: list[str]) -> str | None:
     """One line naming stuck ranks, then waiting ones, then silent ones; None while the session may go on.
 
     The session is stalled when a rank is stuck in its own work, or when every rank that has not
@@ -127,15 +117,15 @@ def stall_report(status_dir: Path, describe_ranks: list[str]) -> str | None:
     Example
     -------
     >>> import json, tempfile, time
+    >>> from theanompi.rank_status import write_status
     >>> d = Path(tempfile.mkdtemp())
-    >>> _ = (d / "rank-1.stall").write_text(json.dumps({"who": "rank 1", "where": "training", "waiting": False,
-    ...                                                 "since": time.time() - 5, "iteration": 2}))
+    >>> _ = write_status(d, 1, "stall", json.dumps({"who": "rank 1", "where": "training", "waiting": False,
+    ...                                             "since": time.time() - 5, "iteration": 2}))
     >>> stall_report(d, ["rank 0", "rank 1"])
     'stalled: rank 1 is stuck in training for 5 s at iteration 2; not reporting (slow, or stuck too): rank 0'
     """
-    status_dir = Path(status_dir)
-    done = {r for r in range(len(describe_ranks)) if (status_dir / f"rank-{r}.done").exists()}
-    stalls = {r: s for r, s in read_stalls(status_dir).items() if r not in done}  # done: only leaving MPI
+    done = {r for r in range(len(describe_ranks)) if has_status(run_dir, r, "done")}
+    stalls = {r: s for r, s in read_stalls(run_dir).items() if r not in done}  # done: only leaving MPI
     if not stalls:
         return None
     now = time.time()

@@ -13,7 +13,7 @@ from mpi4py import MPI  # noqa: E402
 
 from theanompi.rules.bsp import BSPWorker  # noqa: E402
 from theanompi.session import SessionSpec  # noqa: E402
-from theanompi.worker import RankContext  # noqa: E402
+from theanompi.rank_main import RankContext  # noqa: E402
 
 comm = MPI.COMM_WORLD
 k = int(sys.argv[1])

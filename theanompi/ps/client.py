@@ -22,6 +22,7 @@ from mpi4py import MPI
 
 from theanompi.errors import TheanoMPIError
 from theanompi.ps import protocol as P
+from theanompi.ps.updaters import UPDATERS
 
 
 class ServerError(TheanoMPIError):
@@ -97,8 +98,10 @@ class PSClient:
         dtype = np.dtype(dtype)
         if dtype.name not in P.DTYPES:
             raise ValueError(f"table dtype {dtype.name!r} is not supported; use one of: {', '.join(P.DTYPES)}")
+        if updater not in UPDATERS:
+            raise ValueError(f"table updater {updater!r} is not supported; use one of: {', '.join(UPDATERS)}")
         head = P.header(P.CREATE, table_id, num_row, num_col, P.DTYPES.index(dtype.name),
-                        P.UPDATER_CODES.index(updater))
+                        UPDATERS.index(updater))
         hyper = np.array([lr, momentum, eps], dtype=np.float64)
         for srv in self.servers:
             self.comm.Send(head, dest=srv, tag=P.TAG_REQUEST)

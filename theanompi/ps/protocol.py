@@ -24,14 +24,13 @@ HEADER_LEN = 8
 
 # operations
 CREATE, SET, ADD, GET, STATS, DONE, BARRIER = range(1, 8)
-OP_NAMES = {CREATE: "create", SET: "set", ADD: "add", GET: "get", STATS: "stats", DONE: "done", BARRIER: "barrier"}
 # reply status
 OK, ERROR = 0, 1
 # header flags
 FLAG_ACK = 1  # the client waits for an acknowledgement (add(..., sync=True), set, create; DONE: when all are done)
 
+#: a table's dtype and updater travel as their index in DTYPES and in theanompi.ps.updaters.UPDATERS
 DTYPES = ("float32", "float64", "int32", "int64")
-UPDATER_CODES = ("add", "sgd", "momentum", "adagrad")
 
 
 def header(op: int, table: int = 0, n_rows: int = -1, version: int = 0, flags: int = 0, *extra: int) -> np.ndarray:

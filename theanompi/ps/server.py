@@ -39,7 +39,7 @@ from mpi4py import MPI
 
 from theanompi.errors import TheanoMPIError
 from theanompi.ps import protocol as P
-from theanompi.ps.updaters import make_updater
+from theanompi.ps.updaters import UPDATERS, make_updater
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ class TableServer:
         hyper = np.empty(3, dtype=np.float64)
         self.comm.Recv(hyper, source=source, tag=P.TAG_PAYLOAD)
         dtype = np.dtype(P.DTYPES[dtype_code])
-        updater = P.UPDATER_CODES[updater_code]
+        updater = UPDATERS[updater_code]
         start, stop = P.shard_bounds(num_row, self.n_servers)[self.server_index]
         shard = self.tables.get(table_id)
         if shard is None:

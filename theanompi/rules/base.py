@@ -2,7 +2,7 @@
 
 Subclasses set ``name`` and ``rule_options``, may override :meth:`launch_ranks`
 (e.g. to add server ranks) and implement :meth:`run_rank`, which runs inside
-every MPI rank (see ``theanompi.worker``).
+every MPI rank (see ``theanompi.rank_main``).
 
 Example
 -------
@@ -28,7 +28,7 @@ from theanompi.contract import check_model_class
 from theanompi.devices import Device, check_local_devices, parse_devices
 from theanompi.errors import ConfigError
 from theanompi.model_loader import load_model_class
-from theanompi.mpirun import RankSpec, Session, mpiexec_command
+from theanompi.mpirun import MpiexecRun, RankSpec, mpiexec_command
 from theanompi.options import COMMON_OPTIONS, Option, check_model_options, resolve_options
 from theanompi.session import SessionSpec
 
@@ -45,7 +45,7 @@ class Rule:
 
     def __init__(self):
         self.spec: SessionSpec | None = None
-        self.session: Session | None = None
+        self.session: MpiexecRun | None = None
 
     # ----- launch side -------------------------------------------------------------
     @classmethod
@@ -151,7 +151,7 @@ class Rule:
             notes = "".join(f"; {note}" for note in spec.notes)
             log.info("starting %d ranks: %s%s", len(ranks), ", ".join(str(r.device) for r in ranks), notes)
             self.spec = spec
-            self.session = Session(argv, run_dir, ranks, claim=claim)
+            self.session = MpiexecRun(argv, run_dir, ranks, claim=claim)
         except BaseException:
             claim.release()
             raise
@@ -202,5 +202,5 @@ class Rule:
     # ----- rank side ---------------------------------------------------------------
     @classmethod
     def run_rank(cls, ctx) -> None:
-        """The rule's process loop, run in every rank (``ctx``: theanompi.worker.RankContext)."""
+        """The rule's process loop, run in every rank (``ctx``: theanompi.rank_main.RankContext)."""
         raise NotImplementedError(f"rule {cls.name} has no rank loop")

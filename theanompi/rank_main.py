@@ -1,21 +1,22 @@
-"""Rank entry point: ``python -m theanompi.worker RUN_DIR/session.json`` (started by mpiexec).
+"""Every rank's entry point: ``python -m theanompi.rank_main RUN_DIR/session.json`` (started by mpiexec).
 
-pin device -> configure pytensor -> MPI -> logging -> the rule's rank loop.
+Workers and servers alike: pin device -> configure pytensor -> MPI -> logging -> the rule's rank loop.
 Any exception ends the whole session (MPI Abort) after leaving
-``RUN_DIR/ranks/rank-N.failed`` with one line naming the rank, so the launcher
-can say which rank failed and nothing hangs.
+a ``failed`` status file (:mod:`theanompi.rank_status`) with one line naming the
+rank, so the launcher can say which rank failed and nothing hangs.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
 import traceback
 from dataclasses import dataclass
-from pathlib import Path
 
-from theanompi.mpirun import STATUS_DIR
+from theanompi.errors import ConfigError
+from theanompi.rank_status import status_path, write_status
 from theanompi.remote import load_rank_spec, report_to_launcher
 from theanompi.session import SessionSpec
 
@@ -42,16 +43,8 @@ class RankContext:
         return self.comm.Split(roles.index(self.role), self.rank)
 
 
-def _status_path(spec: SessionSpec, rank: int, state: str) -> Path:
-    directory = Path(spec.run_dir) / STATUS_DIR
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory / f"rank-{rank}.{state}"
-
-
 def _disk_full_hint(err: BaseException) -> str | None:
     """What a full disk cost, for an OSError saying ENOSPC (else None)."""
-    import errno
-
     if isinstance(err, OSError) and err.errno == errno.ENOSPC:
         return ("the disk is full: this rank stopped, and records or the final model it was writing were not "
                 "saved; free space and RESUME from the last checkpoint")
@@ -59,21 +52,15 @@ def _disk_full_hint(err: BaseException) -> str | None:
 
 
 def _fail(spec: SessionSpec, rank: int, who: str, err: BaseException) -> None:
-    from theanompi.errors import ConfigError
-
     from theanompi.model_loader import theano_era_hint
 
     hint = theano_era_hint(err) or _disk_full_hint(err)
     line = f"{who}: {type(err).__name__}: {err}" + (f" ({hint})" if hint else "")
     line = line.replace("\n", " ")
-    path = Path(spec.run_dir) / STATUS_DIR / f"rank-{rank}.failed"
     try:
-        path.write_text(line + "\n")
+        write_status(spec.run_dir, rank, "failed", line)
     except OSError:  # e.g. the disk is full: the launcher reads the line from stderr instead
-        try:
-            path.unlink(missing_ok=True)
-        except OSError:
-            pass
+        pass
     report_to_launcher(spec, rank, "failed", line)
     if isinstance(err, ConfigError):
         sys.stderr.write(f"[rank {rank}] error: {line}\n")
@@ -85,7 +72,7 @@ def _fail(spec: SessionSpec, rank: int, who: str, err: BaseException) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        sys.stderr.write("usage: python -m theanompi.worker RUN_DIR/session.json\n")
+        sys.stderr.write("usage: python -m theanompi.rank_main RUN_DIR/session.json\n")
         return 2
     spec = load_rank_spec(argv[0])  # on another host, from the environment (theanompi.remote)
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMIX_RANK", "0")))
@@ -99,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
-    _status_path(spec, rank, "pid").write_text(f"{os.getpid()}\n")  # lets tools (and tests) find each rank
+    write_status(spec.run_dir, rank, "pid", str(os.getpid()))  # lets tools (and tests) find each rank
     report_to_launcher(spec, rank, "started")
     from theanompi.log import setup_logging
 
@@ -107,14 +94,14 @@ def main(argv: list[str] | None = None) -> int:
     if spec.options.get("watchdog"):  # every phase of every rank, from here on
         from theanompi.watchdog import Watchdog
 
-        Watchdog(spec.options["watchdog"], _status_path(spec, rank, "stall"), who,
+        Watchdog(spec.options["watchdog"], status_path(spec.run_dir, rank, "stall"), who,
                  build_timeout=spec.options.get("watchdog_build")).start()
     try:
         from theanompi.rules import get_rule
 
         ctx = RankContext(spec=spec, rank=comm.rank, role=role, device=device, comm=comm)
         get_rule(spec.rule).run_rank(ctx)
-        _status_path(spec, rank, "done").write_text("ok\n")  # the watchdog's reports no longer count
+        write_status(spec.run_dir, rank, "done", "ok")  # the watchdog's reports no longer count
         report_to_launcher(spec, rank, "done")
     except BaseException as err:  # noqa: BLE001 - any failure must end every rank
         _fail(spec, rank, who, err)
