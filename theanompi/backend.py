@@ -232,7 +232,8 @@ def ensure_pytensor_configured(cache_dir: Path | None = None, floatx: str = "flo
 
     changed = []
     for name, wanted in live_settings(floatx).items():
-        if _user_set(config, name) or (hasattr(config._config_var_dict[name], "val") and getattr(config, name) == wanted):
+        already_ours = hasattr(config._config_var_dict[name], "val") and getattr(config, name) == wanted
+        if _user_set(config, name) or already_ours:
             continue  # the user's own choice, or already ours
         try:
             setattr(config, name, wanted)

@@ -27,7 +27,8 @@ Example
 from __future__ import annotations
 
 import logging
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 log = logging.getLogger("theanompi")
 T = TypeVar("T")

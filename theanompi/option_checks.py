@@ -38,7 +38,7 @@ def check_worker_loss(rule_name: str, supports_worker_loss: bool, on_worker_loss
     >>> check_worker_loss("GOSGD", supports_worker_loss=False, on_worker_loss="continue")
     Traceback (most recent call last):
     ...
-    theanompi.errors.ConfigError: ON_WORKER_LOSS=continue: RULE=GOSGD cannot carry on without a worker (EASGD and ASGD can); use ON_WORKER_LOSS=abort
+    theanompi.errors.ConfigError: ON_WORKER_LOSS=continue: RULE=GOSGD cannot carry on without a worker ...
     """
     if on_worker_loss == "continue" and not supports_worker_loss:
         raise ConfigError(f"ON_WORKER_LOSS=continue: RULE={rule_name} cannot carry on without a worker "

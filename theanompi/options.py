@@ -38,8 +38,9 @@ theanompi.errors.ConfigError: BSP_AVG_FREQ='0' is not allowed; use an integer >=
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from theanompi.errors import ConfigError
 
@@ -179,12 +180,17 @@ class Option:
 COMMON_OPTIONS = (
     Option("n_epochs", "N_EPOCHS", epoch_count, None, "epochs to train (default: the model's n_epochs, else 10)"),
     Option("seed", "SEED", non_negative_int, 0, "seed for initialisation and the common shuffle"),
-    Option("threads", "THREADS_PER_WORKER", non_negative_int, 0, "BLAS/OpenMP threads per rank (0: cores / local ranks)"),
-    Option("bind", "BIND", choice("none", "core", "socket", "numa"), "none", "bind each rank through mpiexec --bind-to"),
-    Option("run_dir", "RUN_DIR", text_value, None, "directory for logs, records and the final model (default runs/RULE-TIME)"),
+    Option("threads", "THREADS_PER_WORKER", non_negative_int, 0,
+           "BLAS/OpenMP threads per rank (0: cores / local ranks)"),
+    Option("bind", "BIND", choice("none", "core", "socket", "numa"), "none",
+           "bind each rank through mpiexec --bind-to"),
+    Option("run_dir", "RUN_DIR", text_value, None,
+           "directory for logs, records and the final model (default runs/RULE-TIME)"),
     Option("log_level", "LOG_LEVEL", choice("DEBUG", "INFO", "WARNING", "ERROR"), "INFO", "logging level of rank 0"),
-    Option("lr_scaling", "LR_SCALING", choice("none", "linear"), "none", "linear: multiply the learning rate by the number of workers"),
-    Option("warmup_epochs", "WARMUP_EPOCHS", non_negative_float, 0.0, "epochs over which a scaled learning rate ramps up from its 1-worker value"),
+    Option("lr_scaling", "LR_SCALING", choice("none", "linear"), "none",
+           "linear: multiply the learning rate by the number of workers"),
+    Option("warmup_epochs", "WARMUP_EPOCHS", non_negative_float, 0.0,
+           "epochs over which a scaled learning rate ramps up from its 1-worker value"),
     Option("check_finite", "CHECK_FINITE", boolean, True, "stop on NaN/Inf in a buffer about to be exchanged"),
     Option("watchdog", "WATCHDOG", non_negative_float, 300.0,
            "seconds a rank may go without progress in any phase (a step, an exchange, validation, a server's loop) "
@@ -195,7 +201,8 @@ COMMON_OPTIONS = (
     Option("checkpoint_dir", "CHECKPOINT_DIR", text_value, None, "where checkpoints go (default RUN_DIR/checkpoints)"),
     Option("resume", "RESUME", text_value, None, "continue from a checkpoint file or directory (its newest)"),
     Option("compute", "COMPUTE", choice("auto", "c", "jax"), "auto",
-           "pytensor backend: c (C code on the CPU) or jax (JAX mode, params kept on the device); auto: c on cpu, jax on cuda"),
+           "pytensor backend: c (C code on the CPU) or jax (JAX mode, params kept on the device); "
+           "auto: c on cpu, jax on cuda"),
     Option("on_worker_loss", "ON_WORKER_LOSS", choice("abort", "continue"), "abort",
            "abort: a lost worker ends the session; continue (EASGD, ASGD): the others carry on without it"),
 )

@@ -111,7 +111,7 @@ def read_stalls(run_dir: str | Path) -> dict[int, dict]:
 
 
 def lost_ranks(run_dir: str | Path, n_ranks: int) -> list[int]:
-    """Ranks that started (``pid``) but neither finished (``done``) nor failed (``failed``): killed, or still running."""
+    """Ranks that started (``pid``) but neither finished (``done``) nor failed: killed, or still running."""
     return [r for r in range(n_ranks)
             if has_status(run_dir, r, "pid") and not has_status(run_dir, r, "done")
             and not has_status(run_dir, r, "failed")]

@@ -1,7 +1,7 @@
 """Recorder: per-iteration calc/comm/wait seconds, the compile phase, and per-epoch metrics, as JSON lines.
 
-Iteration records are buffered and written at each epoch end. Timers nest: time spent in an inner timer (e.g. 'wait' for data inside the
-model's step) is not counted again in the enclosing one ('calc').
+Iteration records are buffered and written at each epoch end. Timers nest: time spent in an inner
+timer (e.g. 'wait' for data inside the model's step) is not counted again in the enclosing one ('calc').
 Rank 0 writes ``iterations.jsonl``, ``epochs.jsonl`` and ``summary.json`` into
 the run directory; other ranks only keep their local sums.
 
@@ -92,7 +92,7 @@ class Recorder:
         if self.write:
             self.run_dir.mkdir(parents=True, exist_ok=True)
 
-    def timer(self, kind: str) -> "_Timer":
+    def timer(self, kind: str) -> _Timer:
         """Context manager adding the block's wall time (minus nested timers) to ``kind``."""
         try:
             return self._timers[kind]

@@ -35,9 +35,9 @@ import re
 import socket
 import sys
 import zlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 from theanompi.rank_status import has_status
 from theanompi.session import SessionSpec

@@ -147,7 +147,8 @@ def load_hickle(path) -> object:
         while cause is not None:
             if isinstance(cause, UnsafeFileError):
                 raise UnsafeFileError(str(cause)) from None
-            cause = cause.__cause__ or (cause.args[1] if len(cause.args) > 1 and isinstance(cause.args[1], BaseException) else None)
+            wrapped = cause.args[1] if len(cause.args) > 1 and isinstance(cause.args[1], BaseException) else None
+            cause = cause.__cause__ or wrapped
         raise ConfigError(f"{path}: not a readable hickle file ({type(err).__name__}: {str(err)[:200]})") from None
 
 

@@ -40,14 +40,14 @@ class SessionSpec:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "SessionSpec":
+    def from_json(cls, text: str) -> SessionSpec:
         return cls(**json.loads(text))
 
     def save(self, path: Path) -> None:
         atomic_write_text(path, self.to_json())
 
     @classmethod
-    def load(cls, path: Path) -> "SessionSpec":
+    def load(cls, path: Path) -> SessionSpec:
         return cls.from_json(Path(path).read_text())
 
     @property

@@ -30,8 +30,8 @@ import contextlib
 import json
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from theanompi.rank_status import has_status, read_stalls
 from theanompi.safe_io import atomic_write_text

@@ -23,7 +23,7 @@ Example
 >>> check_strategy("nccl32", parse_devices("cpu0"))
 Traceback (most recent call last):
 ...
-theanompi.errors.ConfigError: BSP_EXCH_STRATEGY='nccl32' exchanges GPU buffers and needs cuda devices; with cpu devices use: ar, ar16
+theanompi.errors.ConfigError: BSP_EXCH_STRATEGY='nccl32' exchanges GPU buffers and needs cuda devices; ...
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ AttributeError: lasagne.updates.adamax exists in Lasagne but is not ported to th
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 PREFIX = "theanompi."
 

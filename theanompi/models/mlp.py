@@ -52,7 +52,8 @@ class MLP(ClassifierModel):
         sizes = (self.data.x_train.shape[1],) + parse_hidden(self.hp["hidden"]) + (10,)
         params, h = [], x
         for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
-            W = pytensor.shared((rng.standard_normal((n_in, n_out)) * np.sqrt(2.0 / n_in)).astype(self.floatX), name=f"W{i}")
+            he_normal = rng.standard_normal((n_in, n_out)) * np.sqrt(2.0 / n_in)
+            W = pytensor.shared(he_normal.astype(self.floatX), name=f"W{i}")
             b = pytensor.shared(np.zeros(n_out, dtype=self.floatX), name=f"b{i}")
             params += [W, b]
             h = h @ W + b

@@ -33,7 +33,6 @@ Example
 from __future__ import annotations
 
 import logging
-import pickle
 from pathlib import Path
 
 import numpy as np
@@ -79,7 +78,7 @@ class RestrictedUnpickler(_SafeUnpickler):
 
     Example
     -------
-    >>> import io
+    >>> import io, pickle
     >>> raw = pickle.dumps({"data": np.arange(3, dtype=np.uint8), "labels": [np.int64(7)]}, protocol=2)
     >>> out = RestrictedUnpickler(io.BytesIO(raw)).load()
     >>> out["data"].tolist(), int(out["labels"][0])

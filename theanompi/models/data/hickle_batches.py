@@ -89,7 +89,7 @@ def _check_labels(labels, n_classes: int, where: str) -> np.ndarray:
 class _Split:
     """Files of one split, their batch size and image shape, and the labels file's labels (or None)."""
 
-    def __init__(self, owner: "HickleBatchData", directory, labels_file, what: str, exclude=()):
+    def __init__(self, owner: HickleBatchData, directory, labels_file, what: str, exclude=()):
         self.owner, self.what = owner, what
         self.files = list_batch_files(directory, what, exclude)
         first, first_labels = owner._read_raw(self.files[0])

@@ -21,7 +21,6 @@ import warnings
 from collections import OrderedDict, deque
 
 import numpy as np
-import pytensor.tensor as pt
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.traversal import ancestors
 
@@ -116,6 +115,7 @@ def get_output(layer_or_layers, inputs=None, deterministic=False, **kwargs):
     -------
     >>> from theanompi.models.layers import InputLayer, DenseLayer
     >>> l_in = InputLayer((None, 3)); net = DenseLayer(l_in, 2)
+    >>> import pytensor.tensor as pt
     >>> x = pt.matrix("x")
     >>> get_output(net, x).ndim
     2
@@ -139,7 +139,7 @@ def get_output(layer_or_layers, inputs=None, deterministic=False, **kwargs):
             continue
         try:
             if isinstance(layer, MergeLayer):
-                layer_inputs = [outputs[l] for l in layer.input_layers]
+                layer_inputs = [outputs[parent] for parent in layer.input_layers]
             else:
                 layer_inputs = outputs[layer.input_layer]
         except KeyError:
@@ -193,7 +193,7 @@ def get_output_shape(layer_or_layers, input_shapes=None):
             continue
         try:
             if isinstance(layer, MergeLayer):
-                in_shapes = [shapes[l] for l in layer.input_layers]
+                in_shapes = [shapes[parent] for parent in layer.input_layers]
             else:
                 in_shapes = shapes[layer.input_layer]
         except KeyError:
@@ -223,8 +223,8 @@ def get_all_params(layer, unwrap_shared=True, **tags):
     ['W']
     """
     seen, result = set(), []
-    for l in get_all_layers(layer):
-        for p in l.get_params(unwrap_shared=unwrap_shared, **tags):
+    for sub in get_all_layers(layer):
+        for p in sub.get_params(unwrap_shared=unwrap_shared, **tags):
             if p not in seen:
                 seen.add(p)
                 result.append(p)

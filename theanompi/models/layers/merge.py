@@ -35,7 +35,7 @@ class ElemwiseMergeLayer(MergeLayer):
         if cropping is not None:
             raise ValueError(f"{type(self).__name__}: cropping={cropping!r} is not supported (use None)")
         self.merge_function = merge_function
-        self.output_shape  # validates now
+        _ = self.output_shape  # validates now
 
     def get_output_shape_for(self, input_shapes):
         ranks = {len(s) for s in input_shapes}
@@ -103,7 +103,7 @@ class ConcatLayer(MergeLayer):
         if cropping is not None:
             raise ValueError(f"ConcatLayer: cropping={cropping!r} is not supported (use None)")
         self.axis = axis
-        self.output_shape  # validates now
+        _ = self.output_shape  # validates now
 
     def get_output_shape_for(self, input_shapes):
         ranks = {len(s) for s in input_shapes}

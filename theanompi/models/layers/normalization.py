@@ -275,7 +275,7 @@ def sync_running_stats(layer_or_layers, comm):
     """
     from theanompi.models.layers.helper import get_all_layers
 
-    bn = [l for l in get_all_layers(layer_or_layers) if isinstance(l, BatchNormLayer)]
+    bn = [lay for lay in get_all_layers(layer_or_layers) if isinstance(lay, BatchNormLayer)]
     if not bn:
         return 0
     parts = []

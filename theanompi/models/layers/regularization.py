@@ -60,7 +60,7 @@ def regularize_layer_params(layer, penalty, tags=_REGULARIZABLE, **kwargs):
     0
     """
     layers = layer if isinstance(layer, (list, tuple)) else [layer]
-    params = [p for l in layers for p in l.get_params(**tags)]
+    params = [p for lay in layers for p in lay.get_params(**tags)]
     return apply_penalty(params, penalty, **kwargs)
 
 

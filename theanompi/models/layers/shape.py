@@ -103,7 +103,7 @@ class ReshapeLayer(Layer):
         if sum(1 for s in shape if isinstance(s, numbers.Integral) and s == -1) > 1:
             raise ValueError(f"ReshapeLayer: shape may contain -1 at most once, got {shape!r}")
         self.shape = shape
-        self.output_shape  # validates the sizes now rather than at the first use
+        _ = self.output_shape  # validates the sizes now rather than at the first use
 
     def get_output_shape_for(self, input_shape):
         output_shape = list(self.shape)

@@ -31,8 +31,8 @@ Example
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 import pytensor.tensor as pt
+from numpy.lib.stride_tricks import as_strided
 from pytensor.gradient import disconnected_type
 from pytensor.graph.basic import Apply
 from pytensor.link.c.op import COp

@@ -83,13 +83,13 @@ def register() -> bool:
 
     import jax.numpy as jnp
 
+    from theanompi.models.ops.batch_norm import BatchNormTrain, BatchNormTrainGrad
     from theanompi.models.ops.conv import (
         Conv2d,
         Conv2dGradBias,
         Conv2dGradInputs,
         Conv2dGradWeights,
     )
-    from theanompi.models.ops.batch_norm import BatchNormTrain, BatchNormTrainGrad
     from theanompi.models.ops.pool import Pool2d, Pool2dGrad
 
     @jax_funcify.register(Conv2d)

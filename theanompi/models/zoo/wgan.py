@@ -62,7 +62,8 @@ Example
 -------
 >>> from theanompi.contract import WorkerConfig
 >>> from theanompi.recorder import Recorder
->>> gan = WGAN(WorkerConfig(rank=0, size=1, seed=0, device="cpu0", model_options={"critic_hidden": 16, "gen_hidden": 16}))
+>>> gan = WGAN(WorkerConfig(rank=0, size=1, seed=0, device="cpu0",
+...                        model_options={"critic_hidden": 16, "gen_hidden": 16}))
 >>> gan.compile_iter_fns("local"); gan.adjust_hyperp(0)
 >>> gan.train_iter(0, Recorder(None)) is None, gan.sample(3).shape
 (True, (3, 64))
