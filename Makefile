@@ -34,6 +34,9 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/exchange_vs_mpi4py.py --ranks 4 --json benchmarks/results/exchange_4.json
 	$(BIN)/python benchmarks/overhead_one_worker.py
 	$(BIN)/python benchmarks/cnn_step_vs_torch.py
+	$(BIN)/python benchmarks/conv_vs_torch.py
+	$(BIN)/python benchmarks/pool_vs_torch.py
+	$(BIN)/python benchmarks/resnet_step_vs_torch.py
 	$(BIN)/python benchmarks/rules_time_to_accuracy.py
 	$(BIN)/python benchmarks/scaling_vs_ddp.py
 	$(BIN)/python benchmarks/torch_bsp_vs_ddp.py

@@ -14,36 +14,21 @@ Example
 
 from __future__ import annotations
 
-import argparse
-import ctypes
-import json
-import os
-import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cnn_step_vs_torch import machine_info, set_threads, time_interleaved  # noqa: E402
+from benchmarks._op_bench import one_omp_thread, parse_args, time_variants, write_result  # noqa: E402
+from benchmarks.cnn_step_vs_torch import set_threads  # noqa: E402
 
 # (batch, in channels, size, out channels, stride)
 SHAPES = ((128, 3, 32, 32, 1), (128, 32, 16, 64, 1), (128, 16, 32, 16, 1), (128, 32, 16, 32, 1),
           (128, 64, 8, 64, 1))
 
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", 2)))
-    p.add_argument("--rounds", type=int, default=4)
-    p.add_argument("--block", type=int, default=3)
-    p.add_argument("--pause", type=float, default=0.2)
-    p.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "conv.json")
-    return p.parse_args(argv)
-
-
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    args = parse_args(__doc__, "conv.json", rounds=4, block=3, argv=argv)
     set_threads(args.threads)
     import torch
 
@@ -58,14 +43,7 @@ def main(argv=None) -> int:
     x_var, w_var, gy_var = (pt.tensor4(n, dtype="float32") for n in ("x", "W", "gy"))
     y_var = conv2d(x_var, w_var, pad=1)
     ours = pytensor.function([x_var, w_var, gy_var], [y_var, *pytensor.grad((y_var * gy_var).sum(), [x_var, w_var])])
-    gomp = ctypes.CDLL("libgomp.so.1")
-
-    def ours_serial_chunks(*a):
-        gomp.omp_set_num_threads(1)
-        try:
-            return ours(*a)
-        finally:
-            gomp.omp_set_num_threads(args.threads)
+    ours_serial_chunks = one_omp_thread(ours, args.threads)
 
     def torch_step(xt, wt, gyt):
         y = torch.nn.functional.conv2d(xt, wt, padding=1)
@@ -84,23 +62,16 @@ def main(argv=None) -> int:
         yt = torch_step(xt, wt, gyt)
         for a, b in zip(got, (yt.detach().numpy(), xt.grad.numpy(), wt.grad.numpy())):
             np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-3 * float(np.abs(b).max()))
-        times = time_interleaved({"ours": (ours, (x, w, gy)), "ours_1thread_chunks": (ours_serial_chunks, (x, w, gy)),
-                                  "torch": (torch_step, (xt, wt, gyt))},
-                                 warmup=2, rounds=args.rounds, block=args.block, pause=args.pause)
-        med = {name: statistics.median(t) for name, t in times.items()}
         key = f"{n}x{c}x{size}x{size}->{o}"
-        rows[key] = {"ms_median": med, "ratio_vs_torch": med["ours"] / med["torch"],
-                     "ratio_serial_chunks_vs_torch": med["ours_1thread_chunks"] / med["torch"]}
+        variants = {"ours": (ours, (x, w, gy)), "ours_1thread_chunks": (ours_serial_chunks, (x, w, gy)),
+                    "torch": (torch_step, (xt, wt, gyt))}
+        rows[key] = row = time_variants(variants, args, warmup=2)
+        med = row["ms_median"]
         print(f"conv3x3 fwd+bwd {key:<22} ours {med['ours']:7.2f} ms (chunks in order "
               f"{med['ours_1thread_chunks']:7.2f})  torch {med['torch']:7.2f} ms  "
               f"ratio {med['ours'] / med['torch']:.2f}x",
               flush=True)
-    result = {"benchmark": "conv_vs_torch", "threads": args.threads, "rounds": args.rounds, "block": args.block,
-              "shapes": rows, "machine": machine_info(),
-              "versions": {"torch": torch.__version__, "pytensor": pytensor.__version__}}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.json}")
+    write_result("conv_vs_torch", args, rows)
     return 0
 
 

@@ -23,9 +23,9 @@ import time
 def build(model_options, sync_type):
     from mpi4py import MPI
 
+    from theanompi.rank_main import RankContext
     from theanompi.rules.bsp import BSPWorker
     from theanompi.session import SessionSpec
-    from theanompi.rank_main import RankContext
 
     spec = SessionSpec(rule="BSP", devices=["cpu0"], modelfile="theanompi.models.mlp", modelclass="MLP", cwd=".",
                        options={"sync_type": sync_type, "avg_freq": 1, "exch_strategy": "ar", "seed": 0,

@@ -15,34 +15,19 @@ Example
 
 from __future__ import annotations
 
-import argparse
-import ctypes
-import json
-import os
-import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cnn_step_vs_torch import machine_info, set_threads, time_interleaved  # noqa: E402
+from benchmarks._op_bench import one_omp_thread, parse_args, time_variants, write_result  # noqa: E402
+from benchmarks.cnn_step_vs_torch import set_threads  # noqa: E402
 
 SHAPES = ((128, 32, 32, 32), (128, 64, 16, 16))
 
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", 2)))
-    p.add_argument("--rounds", type=int, default=6)
-    p.add_argument("--block", type=int, default=10)
-    p.add_argument("--pause", type=float, default=0.2)
-    p.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "pool.json")
-    return p.parse_args(argv)
-
-
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    args = parse_args(__doc__, "pool.json", rounds=6, block=10, argv=argv)
     set_threads(args.threads)
     import torch
 
@@ -58,14 +43,7 @@ def main(argv=None) -> int:
     y_var = max_pool2d(x_var, 2)
     ours = pytensor.function([x_var, gy_var], [y_var, pytensor.grad((y_var * gy_var).sum(), x_var)])
 
-    gomp = ctypes.CDLL("libgomp.so.1")  # the OpenMP runtime our C ops link (torch bundles its own)
-
-    def ours_one_thread(x, gy):
-        gomp.omp_set_num_threads(1)
-        try:
-            return ours(x, gy)
-        finally:
-            gomp.omp_set_num_threads(args.threads)
+    ours_one_thread = one_omp_thread(ours, args.threads)
 
     def torch_fwd_bwd(xt, gyt):
         y = torch.nn.functional.max_pool2d(xt, 2)
@@ -82,22 +60,14 @@ def main(argv=None) -> int:
         y, dx = ours(x, gy)
         yt = torch_fwd_bwd(xt, gyt)
         assert np.array_equal(y, yt.detach().numpy()) and np.array_equal(dx, xt.grad.numpy())
-        times = time_interleaved({"ours": (ours, (x, gy)), "ours_1thread": (ours_one_thread, (x, gy)),
-                                  "torch": (torch_fwd_bwd, (xt, gyt))},
-                                 warmup=3, rounds=args.rounds, block=args.block, pause=args.pause)
-        med = {name: statistics.median(t) for name, t in times.items()}
         key = "x".join(map(str, shape))
-        rows[key] = {"ms_median": med, "ratio_vs_torch": med["ours"] / med["torch"],
-                     "ms_min": {n: min(t) for n, t in times.items()}, "ms_max": {n: max(t) for n, t in times.items()}}
+        rows[key] = row = time_variants({"ours": (ours, (x, gy)), "ours_1thread": (ours_one_thread, (x, gy)),
+                                         "torch": (torch_fwd_bwd, (xt, gyt))}, args, warmup=3)
+        med = row["ms_median"]
         print(f"max_pool2d 2x2 fwd+bwd {key:<16} ours {med['ours']:6.2f} ms (1 thread {med['ours_1thread']:6.2f})  "
               f"torch {med['torch']:6.2f} ms  "
               f"ratio {med['ours'] / med['torch']:.2f}x")
-    result = {"benchmark": "pool_vs_torch", "threads": args.threads, "rounds": args.rounds, "block": args.block,
-              "shapes": rows, "ratio_vs_torch": max(r["ratio_vs_torch"] for r in rows.values()),
-              "machine": machine_info(), "versions": {"torch": torch.__version__, "pytensor": pytensor.__version__}}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.json}")
+    write_result("pool_vs_torch", args, rows)
     return 0
 
 
