@@ -196,6 +196,8 @@ class GOSGDWorker(WorkerLoop):
         self.sum_weights = float("nan")
         self.conclude_s = 0.0
         self._final: dict[str, Any] = {}
+        # set up in setup_rule: mpi4py's MPI, the gossip communicator, the push generator, the receive buffer
+        self._mpi = self.gcomm = self.rng = self.recv_buf = self._status = None
 
     def setup_rule(self) -> None:
         """Check the workers agree, start from rank 0's params (or the checkpoint's), open the gossip channel."""
