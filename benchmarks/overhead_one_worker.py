@@ -32,7 +32,9 @@ def build(model_options, sync_type):
                                 "n_epochs": 1, "run_dir": tempfile.mkdtemp(), "lr_scaling": "none",
                                 "warmup_epochs": 0.0},
                        model_options=model_options)
-    return BSPWorker(RankContext(spec=spec, rank=0, role="worker", device="cpu0", comm=MPI.COMM_WORLD))
+    worker = BSPWorker(RankContext(spec=spec, rank=0, role="worker", device="cpu0", comm=MPI.COMM_WORLD))
+    worker.setup()  # the constructor only stores; run() would set up itself
+    return worker
 
 
 def plain_step_fn(model):

@@ -7,14 +7,16 @@ A ModelClass is constructed as ``ModelClass(config)`` (a :class:`WorkerConfig`) 
   builds such a model from a ``torch.nn.Module``)
 * ``data``: a DataClass with integer ``n_batch_train`` (>= 1) and ``n_batch_val`` (>= 0)
 * ``compile_iter_fns(sync_type)``: compile the functions ``train_iter``/``val_iter`` use.
-  ``sync_type`` is ``'cdd'`` (two-phase step, below) or anything else (``'avg'``,
-  ``'local'`` for a 1-worker BSP session, None for other rules): a whole local step.
+  ``sync_type`` is one of :class:`SyncType`'s values: ``'cdd'`` (the two-phase step, below)
+  or ``'avg'`` / ``'local'`` (a whole local step; ``None``, WorkerConfig's default for a model
+  built outside a session, means the same).
 * ``train_iter(count, recorder)``: one training step on training batch ``count``.
-  For BSP ``cdd`` it must *not* change ``params``; it returns the update vector
+  With ``cdd`` it must *not* change ``params``; it returns the update vector
   (the gradient of the mean loss) as one flat contiguous 1-D array, which the
   rule sums across workers (one in-place allreduce) and hands to
   ``apply_update``. Otherwise it performs the whole local step and returns None.
-* ``apply_update(vector_sum)`` (BSP ``cdd`` only): apply the *sum* of the workers'
+* ``apply_update(vector_sum)`` (required with ``cdd``; only BSP calls it -- ASGD's servers
+  apply the vectors themselves): apply the *sum* of the workers'
   update vectors, divided by ``config.size`` (W <- W - lr * sum(u) / N). Folding
   the 1/N into the compiled update costs nothing; dividing the exchanged buffer
   would cost a full extra pass over it.
@@ -49,6 +51,40 @@ from theanompi.errors import ContractError
 REQUIRED_METHODS = ("compile_iter_fns", "train_iter", "val_iter", "adjust_hyperp", "cleanup")
 
 
+class SyncType:
+    """The values of ``sync_type`` a session hands to ``compile_iter_fns`` (and ``config.sync_type``).
+
+    * ``CDD`` (``'cdd'``): the two-phase step -- ``train_iter`` returns the update vector.
+      BSP with ``BSP_SYNC_TYPE=cdd`` (more than one worker; ``apply_update`` applies the sum)
+      and ASGD with a server-side updater (``sgd``, ``momentum``, ``adagrad``: the servers step).
+    * ``AVG`` (``'avg'``): a whole local step; BSP averages the parameters every ``avg_freq`` steps.
+    * ``LOCAL`` (``'local'``): a whole local step; a 1-worker BSP session, GOSGD, EASGD (workers
+      and server) and ASGD with the ``add`` updater.
+
+    Example
+    -------
+    >>> check_sync_type("cdd"), check_sync_type(None)
+    ('cdd', None)
+    >>> check_sync_type("gossip")
+    Traceback (most recent call last):
+    ...
+    ValueError: sync_type='gossip' is not one of 'cdd', 'avg', 'local' (or None, which means 'local')
+    """
+
+    CDD = "cdd"
+    AVG = "avg"
+    LOCAL = "local"
+    ALL = (CDD, AVG, LOCAL)
+
+
+def check_sync_type(sync_type: str | None) -> str | None:
+    """``sync_type`` itself if it is one of :class:`SyncType`'s values or None; ValueError otherwise."""
+    if sync_type is not None and sync_type not in SyncType.ALL:
+        allowed = ", ".join(repr(v) for v in SyncType.ALL)
+        raise ValueError(f"sync_type={sync_type!r} is not one of {allowed} (or None, which means 'local')")
+    return sync_type
+
+
 @dataclass
 class WorkerConfig:
     """What a ModelClass constructor receives.
@@ -70,7 +106,7 @@ class WorkerConfig:
     size: int  # number of workers
     seed: int
     device: str
-    sync_type: str | None = None  # BSP's 'cdd' / 'avg'; None for other rules
+    sync_type: str | None = None  # a SyncType value; None (built outside a session) means 'local'
     options: dict[str, Any] = field(default_factory=dict)  # session options (n_epochs, lr_scaling, ...)
     model_options: dict[str, Any] = field(default_factory=dict)  # MODEL_* keys, lower-cased
     run_dir: Path | None = None
@@ -108,7 +144,8 @@ def check_model_class(cls: type) -> None:
 
 
 def check_model_instance(model: Any, sync_type: str | None = None) -> None:
-    """Instance-level check, run on every rank after construction."""
+    """Instance-level check, run on every rank after construction (``sync_type``: what it will compile)."""
+    check_sync_type(sync_type)
     name = type(model).__name__
     check_model_class(type(model))
     params = getattr(model, "params", None)
@@ -127,7 +164,7 @@ def check_model_instance(model: Any, sync_type: str | None = None) -> None:
             raise ContractError(
                 f"ModelClass {name!r}: data.{attr} is {value!r}; it must be an integer >= {minimum}"
             )
-    if sync_type == "cdd" and not callable(getattr(model, "apply_update", None)):
+    if sync_type == SyncType.CDD and not callable(getattr(model, "apply_update", None)):
         raise ContractError(
             f"ModelClass {name!r} lacks method 'apply_update', needed by BSP_SYNC_TYPE=cdd "
             "(or use BSP_SYNC_TYPE=avg)"

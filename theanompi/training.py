@@ -1,12 +1,11 @@
-"""Rank-side pieces every rule's loop shares: model construction, agreement checks,
-validation across ranks, progress lines and the final model.
+"""Rank-side pieces every rule's loop shares: model construction, agreement checks and
+:class:`WorkerLoop`, the epoch loop of every rule's workers. Epoch records, progress lines
+and the final model are :mod:`theanompi.session_records`'s (re-exported here).
 
 Example (inside a rule's ``run_rank``)
 -------
 >>> model = build_model(ctx, worker_rank=0, n_workers=2, sync_type="cdd")   # doctest: +SKIP
->>> val = validate(model, recorder, comm)                                  # doctest: +SKIP
->>> sorted(val)                                                            # doctest: +SKIP
-['val_accuracy', 'val_error', 'val_loss', 'val_samples']
+>>> check_agreement(comm, n_params=1234)                                    # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -19,10 +18,24 @@ from typing import Any
 import numpy as np
 
 from theanompi import rank_context
+from theanompi.checkpoint import load_checkpoint, save_checkpoint
 from theanompi.contract import WorkerConfig, check_model_instance
-from theanompi.errors import ContractError
+from theanompi.errors import ContractError, NonFiniteError
 from theanompi.model_loader import load_model_class
 from theanompi.param_access import assign, current_value, host_copy
+from theanompi.params import FusedParams
+from theanompi.recorder import Recorder
+from theanompi.session_records import (  # noqa: F401  (re-exported: rules and tests import them from here)
+    Progress,
+    allreduce_sums,
+    end_session,
+    epoch_metrics,
+    format_duration,
+    load_final_params,
+    save_final_params,
+    train_metrics,
+    validate,
+)
 from theanompi.theano_mpi_contract import TheanoMPIModel, follows_theanompi_contract
 from theanompi.watchdog import ACTIVITY
 
@@ -70,98 +83,6 @@ def check_agreement(comm, **facts: Any) -> None:
             raise ContractError(f"workers disagree on {key}: {listing}")
 
 
-def allreduce_sums(comm, values: list[float]) -> np.ndarray:
-    """Element-wise sum of a short list of floats over ``comm``."""
-    from mpi4py import MPI
-
-    mine = np.asarray(values, dtype=np.float64)
-    total = np.empty_like(mine)
-    with ACTIVITY.waiting("a collective"):
-        comm.Allreduce(mine, total, op=MPI.SUM)  # not in place: safe to repeat after a lost worker
-    return total
-
-
-def validate(model, recorder, comm) -> dict[str, float]:
-    """Run every validation batch on this rank; metrics averaged over all ranks' samples."""
-    ACTIVITY.enter("validation")
-    for count in range(model.data.n_batch_val):
-        model.val_iter(count, recorder)
-        ACTIVITY.progress()
-    loss_sum, err_sum, n, top5_sum, n_top5 = allreduce_sums(comm, recorder.val_sums() + recorder.val_top5_sums())
-    if n == 0:
-        return {"val_loss": float("nan"), "val_error": float("nan"), "val_accuracy": float("nan"), "val_samples": 0}
-    metrics = {
-        "val_loss": loss_sum / n,
-        "val_error": err_sum / n,
-        "val_accuracy": 1.0 - err_sum / n,
-        "val_samples": int(n),
-    }
-    if n_top5:  # a Theano-MPI model reported top-5 errors
-        metrics["val_error_top5"] = top5_sum / n_top5
-    return metrics
-
-
-def train_metrics(recorder, comm) -> dict[str, float]:
-    """Epoch training loss/error averaged over all ranks' samples, and the sample count."""
-    loss_sum, err_sum, n = allreduce_sums(comm, recorder.train_sums())
-    return {"train_loss_all": loss_sum / max(n, 1), "train_error_all": err_sum / max(n, 1), "train_samples": int(n)}
-
-
-def format_duration(seconds: float) -> str:
-    """``H:MM:SS``, with days once it passes 24 hours.
-
-    Example
-    -------
-    >>> format_duration(3725), format_duration(90061.4), format_duration(float("inf"))
-    ('01:02:05', '1 d 01:01:01', 'unknown')
-    """
-    if not seconds >= 0 or seconds == float("inf"):
-        return "unknown"
-    days, rest = divmod(int(round(seconds)), 86400)
-    hours, rest = divmod(rest, 3600)
-    clock = f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
-    return f"{days} d {clock}" if days else clock
-
-
-class Progress:
-    """Rank 0's one line per epoch: loss, accuracy, samples/s, ETA."""
-
-    def __init__(self, n_epochs: int):
-        self.n_epochs = n_epochs
-        self.start = time.perf_counter()
-        self.epoch_start = self.start
-
-    def epoch_done(self, epoch: int, metrics: dict[str, Any]) -> dict[str, float]:
-        now = time.perf_counter()
-        epoch_s = now - self.epoch_start
-        self.epoch_start = now
-        elapsed = now - self.start
-        eta = elapsed / (epoch + 1) * (self.n_epochs - epoch - 1)
-        rate = metrics.get("train_samples", 0) / epoch_s if epoch_s > 0 else float("nan")
-        log.info(
-            "epoch %d/%d  train loss %.4f err %.2f%%  val loss %.4f acc %.2f%%  %.0f samples/s  ETA %s",
-            epoch + 1, self.n_epochs, metrics["train_loss_all"], 100 * metrics["train_error_all"],
-            metrics["val_loss"], 100 * metrics["val_accuracy"], rate, format_duration(eta),
-        )
-        return {"epoch_s": epoch_s, "samples_per_s": rate, "elapsed_s": elapsed}
-
-
-def save_final_params(params, run_dir: Path) -> Path:
-    """Rank 0 writes the final parameters (param order) to ``RUN_DIR/final_params.npz``."""
-    arrays = {f"p{i:03d}": host_copy(p) for i, p in enumerate(params)}
-    path = Path(run_dir) / "final_params.npz"
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, **arrays)
-    tmp.replace(path)
-    return path
-
-
-def load_final_params(run_dir: Path) -> list[np.ndarray]:
-    """The arrays :func:`save_final_params` wrote (never unpickles)."""
-    with np.load(Path(run_dir) / "final_params.npz", allow_pickle=False) as data:
-        return [data[k] for k in sorted(data.files)]
-
-
 class WorkerLoop:
     """The epoch/iteration skeleton every rule's worker runs; rules fill in the hooks.
 
@@ -170,8 +91,13 @@ class WorkerLoop:
     (e.g. a final average), :meth:`stop_requested` (e.g. a server said stop) and
     :meth:`finish` (e.g. drain messages, build the final model).
 
+    The constructor only stores its arguments; :meth:`run` starts with :meth:`setup`
+    (build and compile the model, restore a checkpoint), which rules extend through
+    :meth:`setup_before_model` (e.g. open their communicators) and :meth:`setup_rule`
+    (agreement checks, the common starting point).
+
     ``comm`` is the communicator of the *workers* (rules with server ranks split
-    them off); validation and progress are aggregated over it.
+    them off in :meth:`setup_before_model`); validation and progress are aggregated over it.
 
     Example
     -------
@@ -183,30 +109,48 @@ class WorkerLoop:
     sync_type: str | None = "local"
     rule_name: str = ""
     #: where the fused buffer lives: "host" (NumPy) or "device" (where the params are: CuPy on a GPU)
-    fused_where: str = "host"
+    fused_location: str = "host"
 
     def __init__(self, ctx, comm):
-        from theanompi.params import FusedParams
-
         self.ctx = ctx
         self.comm = comm
         self.options = ctx.spec.options
-        build_start = time.perf_counter()
-        self.model = build_model(ctx, comm.rank, comm.size, self.sync_type)
-        self.fused = FusedParams(self.model.params, where=self.fused_where)
-        self.recorder = self.make_recorder()
-        self.recorder.record_phase("compile", time.perf_counter() - build_start)
-        self.n_epochs = n_epochs_for(self.model, self.options)
+        self.model = None
+        self.fused: FusedParams | None = None
+        self.recorder: Recorder | None = None
+        self.n_epochs = 0
         self.iteration = 0
         self.epoch = 0
+        self.start_epoch = 0
         self.restored: dict | None = None  # the checkpoint resumed from (rules read their extras from it)
-        self.restored_slot = 0  # whose entries of it are this worker's
-        self.start_epoch = self.restore(self.options["resume"]) if self.options.get("resume") else 0
+        self.restored_worker = 0  # the worker whose entries of that checkpoint this worker took
+        self.is_set_up = False
 
-    def make_recorder(self):
-        """This worker's Recorder (called once by the constructor): worker 0 writes the run's records."""
-        from theanompi.recorder import Recorder
+    def setup(self) -> None:
+        """Everything before the first step (once; :meth:`run` calls it): the rule's communicators, the
+        compiled model, its fused params, the recorder, a checkpoint to resume, the rule's start."""
+        if self.is_set_up:
+            return
+        self.is_set_up = True
+        self.setup_before_model()
+        build_start = time.perf_counter()
+        self.model = build_model(self.ctx, self.comm.rank, self.comm.size, self.sync_type)
+        self.fused = FusedParams(self.model.params, where=self.fused_location)
+        self.recorder = self.make_recorder()
+        self.recorder.record_phase("compile", time.perf_counter() - build_start)  # model build and compile
+        self.n_epochs = n_epochs_for(self.model, self.options)
+        if self.options.get("resume"):
+            self.start_epoch = self.restore(self.options["resume"])
+        self.setup_rule()
 
+    def setup_before_model(self) -> None:
+        """Rule hook, first step of :meth:`setup`: what building the model needs (e.g. ``self.comm``)."""
+
+    def setup_rule(self) -> None:
+        """Rule hook, last step of :meth:`setup`: agreement checks, the common start, the rule's state."""
+
+    def make_recorder(self) -> Recorder:
+        """This worker's Recorder (called once by :meth:`setup`): worker 0 writes the run's records."""
         return Recorder(self.ctx.spec.run_dir, write=self.comm.rank == 0)
 
     # checkpoints -----------------------------------------------------------------------
@@ -220,12 +164,10 @@ class WorkerLoop:
 
     def restore(self, path: str) -> int:
         """Load a checkpoint into this worker (before any exchange); returns the epoch to start at."""
-        from theanompi.checkpoint import load_checkpoint
-
         payload = load_checkpoint(path)
         n_saved = int(payload["n_workers"])
         slot = self.comm.rank if n_saved == self.comm.size else 0
-        self.restored, self.restored_slot = payload, slot
+        self.restored, self.restored_worker = payload, slot
         if n_saved != self.comm.size and self.comm.rank == 0:
             log.warning("checkpoint of %d workers resumed with %d: every worker starts from worker 0's state",
                         n_saved, self.comm.size)
@@ -250,8 +192,6 @@ class WorkerLoop:
 
     def save_checkpoint(self, epoch: int) -> None:
         """Collective: worker 0 writes every worker's params and state after ``epoch``."""
-        from theanompi.checkpoint import save_checkpoint
-
         mine = ([host_copy(p) for p in self.model.params], [host_copy(v) for v in self.state_vars()],
                 self.rule_state())
         with ACTIVITY.waiting("gathering a checkpoint"):
@@ -272,8 +212,6 @@ class WorkerLoop:
             return
         bad = self.fused.non_finite(flat)
         if bad is not None:
-            from theanompi.errors import NonFiniteError
-
             raise NonFiniteError(f"NaN or Inf in the {what} of parameter {bad} on worker {self.comm.rank} "
                                  f"(session rank {self.ctx.rank}) at iteration {self.iteration}; "
                                  "stopping before it reaches the other workers")
@@ -323,8 +261,9 @@ class WorkerLoop:
         return True
 
     def run(self) -> None:
-        progress = Progress(self.n_epochs)
-        rank0 = self.comm.rank == 0
+        """Set up, train ``n_epochs`` epochs (validating after each), then end the session."""
+        self.setup()
+        progress = Progress(self.n_epochs) if self.comm.rank == 0 else None
         every = self.options.get("checkpoint_every") or 0
         for epoch in range(self.start_epoch, self.n_epochs):
             self.epoch = epoch
@@ -333,31 +272,23 @@ class WorkerLoop:
             self.end_of_epoch(epoch)
             if callable(getattr(self.model, "sync_state", None)):
                 self.model.sync_state(self.comm)
-            metrics = train_metrics(self.recorder, self.comm)
-            metrics.update(validate(self.model, self.recorder, self.comm))
-            ACTIVITY.enter("the epoch's records")
-            if rank0:
-                metrics.update(progress.epoch_done(epoch, metrics))
-            self.recorder.end_epoch(epoch, metrics)
+            self.recorder.end_epoch(epoch, epoch_metrics(self.model, self.recorder, self.comm, epoch, progress))
             if every and (epoch + 1) % every == 0:
                 self.before_checkpoint(epoch)
                 self.save_checkpoint(epoch)
             if not completed:
                 break
+        self.end_session()
+
+    def end_session(self) -> None:
+        """The rule's :meth:`finish`, then every worker's record gathered to worker 0, which writes the
+        final model and ``summary.json``; every worker closes its recorder and cleans its model up."""
         ACTIVITY.enter("finishing")
         self.finish()
         with ACTIVITY.waiting("gathering the workers' records"):
             per_worker = self.comm.gather(self.worker_record(), root=0)
-        if rank0:
-            ACTIVITY.enter("writing the final model")
-            last = self.recorder.epochs[-1]
-            path = save_final_params(self.model.params, self.ctx.spec.run_dir)
-            self.recorder.write_summary({
-                "rule": self.rule_name, "workers": self.comm.size, "epochs": len(self.recorder.epochs),
-                "iterations": self.iteration, "final_val_accuracy": last["val_accuracy"],
-                "final_val_loss": last["val_loss"], "final_params": str(path), "wall_s": last.get("elapsed_s"),
-                **self.summary(), "per_worker": per_worker,
-            })
-            log.info("final validation accuracy: %.2f%%", 100 * last["val_accuracy"])
-        self.recorder.close()
-        self.model.cleanup()
+        summary = None
+        if self.comm.rank == 0:
+            summary = {"rule": self.rule_name, "workers": self.comm.size, "iterations": self.iteration,
+                       **self.summary(), "per_worker": per_worker}
+        end_session(self.model, self.recorder, self.ctx.spec.run_dir, summary)

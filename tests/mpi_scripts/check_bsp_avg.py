@@ -23,6 +23,7 @@ spec = SessionSpec(rule="BSP", devices=[f"cpu{r}" for r in range(comm.size)], mo
                    "seed": 0, "n_epochs": 1, "run_dir": run_dir, "lr_scaling": "none", "warmup_epochs": 0.0},
                    model_options={"batch_size": 16, "hidden": 32})
 worker = BSPWorker(RankContext(spec=spec, rank=comm.rank, role="worker", device=f"cpu{comm.rank}", comm=comm))
+worker.setup()  # the constructor only stores; run() would set up itself
 worker.model.adjust_hyperp(0)
 for count in range(k - 1):  # k-1 local steps: no average yet
     worker.step_avg(count)

@@ -34,6 +34,8 @@ import traceback
 
 import numpy as np
 
+from theanompi.polling import Backoff
+
 TIMEOUT_ENV = "THEANOMPI_MV_TIMEOUT"
 DEFAULT_TIMEOUT_S = 60.0
 ARRIVAL_TAG = 32101  # mv.init's arrival notes on COMM_WORLD; every one is received inside mv.init
@@ -88,7 +90,7 @@ def await_every_worker(world, timeout: float) -> None:
     notes = {r: np.zeros(1, np.int32) for r in others}
     receives = {r: world.Irecv(notes[r], source=r, tag=ARRIVAL_TAG) for r in others}
     sends = [world.Isend(np.array([me], np.int32), dest=r, tag=ARRIVAL_TAG) for r in others]
-    deadline, pause = time.monotonic() + timeout, 0.0
+    deadline, backoff = time.monotonic() + timeout, Backoff(max_sleep=0.01)
     while receives:
         for rank in [r for r, req in receives.items() if req.Test()]:
             del receives[rank]
@@ -96,8 +98,7 @@ def await_every_worker(world, timeout: float) -> None:
             missing = ", ".join(str(r) for r in sorted(receives))
             abort_all(world, f"worker {me} waited {timeout:g} s in mv.init() for worker(s) {missing}, which never "
                              f"called it ({TIMEOUT_ENV} sets the wait)")
-        time.sleep(pause)
-        pause = min(0.01, pause + 1e-3)
+        backoff.wait()
     for request in sends:
         request.Wait()
 

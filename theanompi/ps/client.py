@@ -14,13 +14,13 @@ array([1., 1.], dtype=float32)
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
 from mpi4py import MPI
 
 from theanompi.errors import TheanoMPIError
+from theanompi.polling import poll_until
 from theanompi.ps import protocol as P
 from theanompi.ps.updaters import UPDATERS
 
@@ -48,10 +48,7 @@ class PSClient:
     # ----- helpers ------------------------------------------------------------------------
     def _await_reply(self, server: int) -> None:
         """Wait for a reply that may take long (a barrier) without spinning a core: poll, backing off to 2 ms."""
-        pause = 0.0
-        while not self.comm.Iprobe(source=server, tag=P.TAG_REPLY):
-            time.sleep(pause)
-            pause = min(2e-3, pause + 1e-4)
+        poll_until(lambda: self.comm.Iprobe(source=server, tag=P.TAG_REPLY), max_sleep=2e-3)
 
     def _reply_header(self, server: int, patient: bool = False) -> tuple[np.ndarray, str | None]:
         """A reply header and, for an error reply, its message (consumed from the wire)."""

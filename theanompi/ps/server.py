@@ -31,13 +31,13 @@ Example (dedicated server rank, clients are ranks 1..N)
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
 from mpi4py import MPI
 
 from theanompi.errors import TheanoMPIError
+from theanompi.polling import Backoff
 from theanompi.ps import protocol as P
 from theanompi.ps.updaters import UPDATERS, make_updater
 
@@ -89,19 +89,18 @@ class TableServer:
     def serve(self) -> dict:
         """Answer requests until every client has sent DONE; returns the statistics."""
         status = MPI.Status()
-        idle = 0.0
+        idle = Backoff(max_sleep=1e-3)  # at most 1 ms between polls when idle: don't burn a core
         while self.active:
             try:
                 request = self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=P.TAG_REQUEST, status=status)
                 if request:
-                    idle = 0.0
+                    idle.reset()
                     self.handle(status.Get_source())
             except MPI.Exception as err:
                 self._lose_clients(err)
                 continue
             if not request:
-                time.sleep(idle)  # back off to at most 1 ms when idle: don't burn a core
-                idle = min(1e-3, idle + 5e-5)
+                idle.wait()
         return self.stats()
 
     def handle(self, source: int) -> None:

@@ -36,13 +36,21 @@ from __future__ import annotations
 import numpy as np
 
 from theanompi.arrays import to_host
+from theanompi.contract import SyncType
 from theanompi.devices import Device
 from theanompi.errors import ConfigError
 from theanompi.mpirun import RankSpec
-from theanompi.options import Option, boolean, choice, positive_float, positive_int, unit_interval
+from theanompi.options import (
+    Option,
+    boolean,
+    choice,
+    positive_float,
+    positive_int,
+    unit_interval,
+)
 from theanompi.ps.updaters import UPDATERS
 from theanompi.rules.base import Rule
-from theanompi.training import WorkerLoop
+from theanompi.training import WorkerLoop, check_agreement
 from theanompi.watchdog import ACTIVITY
 
 
@@ -106,15 +114,25 @@ class ASGDWorker(WorkerLoop):
     rule_name = "ASGD"
 
     def __init__(self, ctx, comm):
+        super().__init__(ctx, comm)
+        # add: the model steps itself; sgd/momentum/adagrad: it only computes the update vector, the servers step
+        self.sync_type = SyncType.LOCAL if self.options["updater"] == "add" else SyncType.CDD
+        self.client = None
+        self.table = None
+        self.accumulated: np.ndarray | None = None  # cdd: the update vectors summed since the last push
+        self.pending = 0
+        self.exchanges = 0
+        self.base: np.ndarray | None = None  # the parameters of the last pull
+        self.server_stats: list = []
+
+    def setup_rule(self) -> None:
+        """Create the table on the servers (worker 0 initialises it) and pull the starting parameters."""
+        # not at the top: importing mpi4py starts MPI
         from theanompi.ps.client import PSClient
 
-        opts = ctx.spec.options
-        self.sync_type = "local" if opts["updater"] == "add" else "cdd"
-        super().__init__(ctx, comm)
+        opts, comm, ctx = self.options, self.comm, self.ctx
         if opts["sync"]:
             # sync pulls pair up across workers: unequal step counts could never complete a round
-            from theanompi.training import check_agreement
-
             check_agreement(comm, n_batch_train=self.model.data.n_batch_train)
         self.client = PSClient(ctx.comm, ctx.ranks_with_role("server"))
         self.table = self.client.create_table(0, num_row=self.fused.size, num_col=1, dtype=self.fused.dtype,
@@ -124,9 +142,8 @@ class ASGDWorker(WorkerLoop):
             self.client.set(self.table, self.fused.read())  # master initialisation
         with ACTIVITY.waiting("the start barrier"):
             comm.Barrier()
-        self.accumulated = np.zeros(self.fused.size, self.fused.dtype) if self.sync_type == "cdd" else None
-        self.pending = 0
-        self.exchanges = 0
+        if self.sync_type == SyncType.CDD:
+            self.accumulated = np.zeros(self.fused.size, self.fused.dtype)
         self.pull()
 
     def pull(self) -> None:
@@ -137,7 +154,7 @@ class ASGDWorker(WorkerLoop):
 
     def push(self, sync: bool = False) -> None:
         with self.recorder.timer("comm"):
-            if self.sync_type == "cdd":
+            if self.sync_type == SyncType.CDD:
                 delta = self.accumulated
             else:
                 delta = self.fused.read() - self.base
@@ -149,7 +166,7 @@ class ASGDWorker(WorkerLoop):
         self.exchanges += 1
 
     def step(self, count: int) -> None:
-        if self.sync_type == "cdd":
+        if self.sync_type == SyncType.CDD:
             with self.recorder.timer("calc"):
                 # the model's vector may be a jax array (COMPUTE=jax): the servers take host buffers
                 np.add(self.accumulated, to_host(self.model.train_iter(count, self.recorder)), out=self.accumulated)

@@ -27,11 +27,13 @@ import logging
 import numpy as np
 
 from theanompi import arrays
+from theanompi.contract import SyncType
 from theanompi.errors import ConfigError, ContractError
-from theanompi.exchange import STRATEGIES, check_strategy
+from theanompi.exchange import STRATEGIES, check_strategy, make_exchanger
 from theanompi.options import Option, choice, positive_int
 from theanompi.rules.base import Rule
-from theanompi.training import WorkerLoop
+from theanompi.theano_mpi_contract import follows_theanompi_contract
+from theanompi.training import WorkerLoop, check_agreement
 
 log = logging.getLogger("theanompi")
 
@@ -57,19 +59,17 @@ class BSP(Rule):
           summed into ``vels2``, see theanompi.theano_mpi_contract);
         * otherwise ``avg`` unless the user asked for cdd (then an error: cdd needs apply_update).
         """
-        from theanompi.theano_mpi_contract import follows_theanompi_contract
-
         notes = super().adapt_to_model(model_cls, options, given)
         name = model_cls.__name__
-        if callable(getattr(model_cls, "apply_update", None)) or options["sync_type"] != "cdd":
+        if callable(getattr(model_cls, "apply_update", None)) or options["sync_type"] != SyncType.CDD:
             return notes + [f"BSP sync type {options['sync_type']}"]
         if follows_theanompi_contract(model_cls):
-            return notes + [f"BSP sync type cdd as Theano-MPI ran it (ModelClass {name!r} has no apply_update: "
-                            "each step the workers' vels are summed into vels2)"]
+            return notes + [(f"BSP sync type cdd as Theano-MPI ran it (ModelClass {name!r} has no apply_update: "
+                             "each step the workers' vels are summed into vels2)")]
         if "sync_type" in given:
             raise ConfigError(f"BSP_SYNC_TYPE=cdd: ModelClass {name!r} lacks method 'apply_update', which cdd needs "
                               "(or use BSP_SYNC_TYPE=avg)")
-        options["sync_type"] = "avg"
+        options["sync_type"] = SyncType.AVG
         return notes + [f"BSP sync type avg (chosen: ModelClass {name!r} has no apply_update, which cdd needs)"]
 
     @classmethod
@@ -83,25 +83,26 @@ class BSPWorker(WorkerLoop):
     rule_name = "BSP"
 
     def __init__(self, ctx):
-        from theanompi import training
-        from theanompi.exchange import make_exchanger
+        super().__init__(ctx, ctx.comm)
+        self.sync_type = ctx.spec.options["sync_type"] if ctx.comm.size > 1 else SyncType.LOCAL
+        self.exchanger = None
 
-        comm = ctx.comm
-        self.sync_type = ctx.spec.options["sync_type"] if comm.size > 1 else "local"
-        self.exchanger = make_exchanger(ctx.spec.options["exch_strategy"], comm)
-        self.fused_where = self.exchanger.memory  # NCCL / CUDA-aware MPI: the fused buffer stays on the GPU
-        super().__init__(ctx, comm)
-        training.check_agreement(
-            comm, n_batch_train=self.model.data.n_batch_train, n_params=self.fused.size,
+    def setup_before_model(self) -> None:
+        self.exchanger = make_exchanger(self.options["exch_strategy"], self.comm)
+        self.fused_location = self.exchanger.memory  # NCCL / CUDA-aware MPI: the fused buffer stays on the GPU
+
+    def setup_rule(self) -> None:
+        check_agreement(
+            self.comm, n_batch_train=self.model.data.n_batch_train, n_params=self.fused.size,
             param_dtype=str(self.fused.dtype),
         )
         self.exchanger.bcast(self.fused.read(), root=0)  # every worker starts from rank 0's params
         self.fused.write(self.fused.buffer)
 
     def step(self, count: int) -> None:
-        if self.sync_type == "cdd":
+        if self.sync_type == SyncType.CDD:
             self.step_cdd(count)
-        elif self.sync_type == "avg":
+        elif self.sync_type == SyncType.AVG:
             self.step_avg(count)
         else:
             super().step(count)
@@ -135,7 +136,7 @@ class BSPWorker(WorkerLoop):
             self.fused.write(flat, scale=1.0 / self.comm.size)
 
     def end_of_epoch(self, epoch: int) -> None:
-        if self.sync_type == "avg" and self.iteration % self.options["avg_freq"]:
+        if self.sync_type == SyncType.AVG and self.iteration % self.options["avg_freq"]:
             self.average_params()  # validate (and finish) on the common model
 
     def summary(self) -> dict:

@@ -85,7 +85,9 @@ from typing import Any
 
 import numpy as np
 
+from theanompi.contract import SyncType
 from theanompi.options import Option, fraction
+from theanompi.polling import poll_until
 from theanompi.rules.base import Rule
 from theanompi.training import WorkerLoop, check_agreement
 from theanompi.watchdog import ACTIVITY
@@ -94,8 +96,8 @@ log = logging.getLogger("theanompi")
 
 #: Tag of gossip messages on the rule's private communicator.
 GOSSIP_TAG = 1611
-#: Seconds slept between polls while waiting for peers.
-POLL_S = 5e-4
+#: Longest sleep (seconds) between two polls while waiting for peers.
+MAX_POLL_SLEEP_S = 5e-4
 #: Largest allowed ``|sum of weights - 1|`` at the end.
 WEIGHT_TOLERANCE = 1e-9
 #: Send buffers kept for reuse once their Isend completed.
@@ -177,37 +179,43 @@ class GOSGDWorker(WorkerLoop):
     """
 
     rule_name = "GOSGD"
-    sync_type = "local"
+    sync_type = SyncType.LOCAL
 
     def __init__(self, ctx, comm=None):
-        from mpi4py import MPI
-
-        self._mpi = MPI
         super().__init__(ctx, ctx.comm if comm is None else comm)
-        comm = self.comm
-        self.size, self.rank = comm.size, comm.rank
-        check_agreement(comm, n_params=self.fused.size, param_dtype=str(self.fused.dtype), n_epochs=self.n_epochs)
+        self.size, self.rank = self.comm.size, self.comm.rank
         self.weight = 1.0 / self.size
-        if self.restored is None:
-            comm.Bcast(self.fused.read(), root=0)  # every worker starts from rank 0's params
-            self.fused.write(self.fused.buffer)
-        elif int(self.restored["n_workers"]) == self.size:
-            self.weight = float(self.restored["worker_rule_state"][self.rank]["weight"])
         self.p = float(self.options["p"])
-        self.rng = np.random.default_rng([int(self.options["seed"]), self.rank, 1611, self.start_epoch])
-        self.gcomm = comm.Dup()  # gossip messages and their barriers never meet other traffic
-        self.recv_buf = np.empty(header_slots(self.fused.dtype) + self.fused.size, dtype=self.fused.dtype)
-        self.pending: list[tuple[Any, np.ndarray]] = []  # (Isend request, its buffer)
-        self.free: list[np.ndarray] = []
         self.sent = np.zeros(self.size, dtype=np.int64)      # messages sent to each peer
         self.received = np.zeros(self.size, dtype=np.int64)  # messages received from each peer
         self.idle_merges = 0  # merged while waiting for peers at an epoch boundary
-        self._status = MPI.Status()
+        self.pending: list[tuple[Any, np.ndarray]] = []  # (Isend request, its buffer)
+        self.free: list[np.ndarray] = []
         self._at_boundary = False
         self._concluded = False
         self.sum_weights = float("nan")
         self.conclude_s = 0.0
         self._final: dict[str, Any] = {}
+        # set up in setup_rule: mpi4py's MPI, the gossip communicator, the push generator, the receive buffer
+        self._mpi = self.gcomm = self.rng = self.recv_buf = self._status = None
+
+    def setup_rule(self) -> None:
+        """Check the workers agree, start from rank 0's params (or the checkpoint's), open the gossip channel."""
+        # not at the top: importing mpi4py starts MPI, and the launcher imports the rules
+        from mpi4py import MPI
+
+        self._mpi = MPI
+        comm = self.comm
+        check_agreement(comm, n_params=self.fused.size, param_dtype=str(self.fused.dtype), n_epochs=self.n_epochs)
+        if self.restored is None:
+            comm.Bcast(self.fused.read(), root=0)  # every worker starts from rank 0's params
+            self.fused.write(self.fused.buffer)
+        elif int(self.restored["n_workers"]) == self.size:
+            self.weight = float(self.restored["worker_rule_state"][self.rank]["weight"])
+        self.rng = np.random.default_rng([int(self.options["seed"]), self.rank, 1611, self.start_epoch])
+        self.gcomm = comm.Dup()  # gossip messages and their barriers never meet other traffic
+        self.recv_buf = np.empty(header_slots(self.fused.dtype) + self.fused.size, dtype=self.fused.dtype)
+        self._status = MPI.Status()
 
     # ----- exchanges -----------------------------------------------------------------
     def push(self) -> int:
@@ -261,12 +269,13 @@ class GOSGDWorker(WorkerLoop):
         """Ibarrier with every worker; merge incoming messages while it is pending."""
         barrier = self.gcomm.Ibarrier()
         ACTIVITY.progress("meeting the other workers", waiting=True)
-        while True:
+
+        def everyone_arrived() -> bool:
             self.idle_merges += self.receive_all()  # drain before testing: nothing waits in the queue
             self.reap()
-            if barrier.Test():
-                break
-            time.sleep(POLL_S)
+            return barrier.Test()
+
+        poll_until(everyone_arrived, max_sleep=MAX_POLL_SLEEP_S)
         self._at_boundary = True
 
     # ----- WorkerLoop hooks --------------------------------------------------------------
@@ -375,6 +384,5 @@ class GOSGDWorker(WorkerLoop):
 
     def worker_record(self) -> dict[str, Any]:
         """This worker's counters for ``summary.json``'s ``per_worker`` list."""
-        base = getattr(super(), "worker_record", None)
-        return {**(base() if base else {}), "pushes": int(self.sent.sum()), "merges": int(self.received.sum()),
+        return {**super().worker_record(), "pushes": int(self.sent.sum()), "merges": int(self.received.sum()),
                 "idle_merges": self.idle_merges}
