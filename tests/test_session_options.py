@@ -104,7 +104,8 @@ def test_multiverso_sync_flag_is_parsed_as_a_boolean(flag, expected):
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda api: api.parse_flags(["-sync=maybe"]), r"^Multiverso flag '-sync=maybe' is not allowed; use true or false$"),
+    (lambda api: api.parse_flags(["-sync=maybe"]),
+     r"^Multiverso flag '-sync=maybe' is not allowed; use true or false$"),
     (lambda api: api.init(sync="sometimes"), r"^sync='sometimes' is not allowed; use true or false$"),
     (lambda api: api.init(lr=0), r"^lr=0 is not allowed; use a finite number > 0$"),
     (lambda api: api.init(momentum=1.5), r"^momentum=1.5 is not allowed; use a number in \[0, 1\)$"),

@@ -37,7 +37,7 @@ Example
 >>> check_model_class(object)
 Traceback (most recent call last):
 ...
-theanompi.errors.ContractError: ModelClass 'object' lacks method 'compile_iter_fns' (the contract needs: compile_iter_fns, train_iter, val_iter, adjust_hyperp, cleanup)
+theanompi.errors.ContractError: ModelClass 'object' lacks method 'compile_iter_fns' (the contract needs: ...)
 """
 
 from __future__ import annotations

@@ -177,7 +177,8 @@ class WorkerLoop:
             if what == "state_vars" and len(values) == 0:
                 continue  # a worker lost before its snapshot (EASGD): fresh optimizer state
             if len(variables) != len(values):
-                raise ContractError(f"RESUME={path!r}: the checkpoint has {len(values)} {what}, the model {len(variables)}")
+                raise ContractError(f"RESUME={path!r}: the checkpoint has {len(values)} {what}, "
+                                    f"the model {len(variables)}")
             for i, (var, value) in enumerate(zip(variables, values)):
                 current = current_value(var)
                 if np.shape(current) != np.shape(value):

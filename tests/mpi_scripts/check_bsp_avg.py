@@ -11,9 +11,9 @@ configure_pytensor()
 import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
+from theanompi.rank_main import RankContext  # noqa: E402
 from theanompi.rules.bsp import BSPWorker  # noqa: E402
 from theanompi.session import SessionSpec  # noqa: E402
-from theanompi.rank_main import RankContext  # noqa: E402
 
 comm = MPI.COMM_WORLD
 k = int(sys.argv[1])

@@ -22,9 +22,9 @@ configure_pytensor()
 from mpi4py import MPI  # noqa: E402
 
 from theanompi.options import resolve_options  # noqa: E402
+from theanompi.rank_main import RankContext  # noqa: E402
 from theanompi.rules.easgd import EASGD  # noqa: E402
 from theanompi.session import SessionSpec  # noqa: E402
-from theanompi.rank_main import RankContext  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 comm = MPI.COMM_WORLD

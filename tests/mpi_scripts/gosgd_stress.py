@@ -18,8 +18,8 @@ configure_pytensor()
 import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
-from theanompi.rules.gosgd import GOSGD, GOSGDWorker  # noqa: E402
 from theanompi.rank_main import RankContext  # noqa: E402
+from theanompi.rules.gosgd import GOSGD, GOSGDWorker  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 comm = MPI.COMM_WORLD

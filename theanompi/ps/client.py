@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from mpi4py import MPI
 
 from theanompi.errors import TheanoMPIError
 from theanompi.polling import poll_until
@@ -144,7 +143,7 @@ class PSClient:
             if local is not None:
                 self.comm.Send(np.ascontiguousarray(local), dest=srv, tag=P.TAG_PAYLOAD)
         versions, errors = [], []
-        for srv, local, pos in parts:
+        for srv, _local, pos in parts:
             head, err = self._reply_header(srv)
             if err:
                 errors.append(err)

@@ -148,7 +148,8 @@ class TableServer:
         if shard is None:
             shard = TableShard(table_id, num_row, num_col, dtype, start, stop, updater)
             shard.values = np.zeros((stop - start, num_col), dtype=dtype)
-            shard.updater = make_updater(updater, shard.values.shape, dtype, lr=hyper[0], momentum=hyper[1], eps=hyper[2])
+            shard.updater = make_updater(updater, shard.values.shape, dtype, lr=hyper[0], momentum=hyper[1],
+                                         eps=hyper[2])
             self.tables[table_id] = shard
         elif (shard.num_row, shard.num_col, shard.dtype, shard.updater_name) != (num_row, num_col, dtype, updater):
             mine = TableShard(table_id, num_row, num_col, dtype, 0, 0, updater).describe()
@@ -228,7 +229,8 @@ class TableServer:
         for client in acknowledge_failures(self.comm):
             if client in self.active:
                 self.active.discard(client)
-                log.warning("parameter server %d: client rank %d was lost; serving the others", self.server_index, client)
+                log.warning("parameter server %d: client rank %d was lost; serving the others",
+                            self.server_index, client)
 
     def _done(self, source: int, wants_reply: bool = False) -> None:
         self.active.discard(source)

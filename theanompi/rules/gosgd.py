@@ -248,7 +248,8 @@ class GOSGDWorker(WorkerLoop):
         self.gcomm.Recv([self.recv_buf, self._mpi.BYTE], source=source, tag=GOSSIP_TAG, status=self._status)
         nbytes = self._status.Get_count(self._mpi.BYTE)
         if nbytes != self.recv_buf.nbytes:
-            raise RuntimeError(f"GOSGD: message of {nbytes} bytes from worker {source}; expected {self.recv_buf.nbytes}")
+            raise RuntimeError(f"GOSGD: message of {nbytes} bytes from worker {source}; "
+                               f"expected {self.recv_buf.nbytes}")
         x_j, a_j = unpack_message(self.recv_buf)
         self.weight = merge(x, self.weight, x_j, a_j)
         self.received[source] += 1
