@@ -10,7 +10,7 @@ import pytest
 from theanompi.contract import WorkerConfig
 from theanompi.errors import ConfigError
 from theanompi.option_checks import check_model_reference, check_worker_loss
-from theanompi.options import COMMON_OPTIONS, check_model_options, parse_model_options
+from theanompi.options import COMMON_OPTIONS, parse_model_options
 from theanompi.rules import BSP, EASGD, RULES
 from theanompi.session import SessionSpec
 from theanompi.session_options import SessionOptions, schema_for_names, session_options, typed_options
@@ -143,4 +143,3 @@ def test_checks_pass_good_values_unchanged():
     check_worker_loss("BSP", False, "abort")
     given = {"LR": 0.1}
     assert parse_model_options(given) == {"lr": 0.1} and given == {"LR": 0.1}
-    assert check_model_options is parse_model_options

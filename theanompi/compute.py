@@ -49,7 +49,7 @@ def check_compute(devices, options: dict) -> None:
     A cuda device computes through JAX: ``COMPUTE=c`` is refused for it, and a
     local cuda device needs jax installed (the ``[cuda]`` extra).
     """
-    compute = options.get("compute", "auto")
+    compute = options["compute"]
     cuda = [d for d in devices if d.is_cuda]
     if cuda and compute == "c":
         raise ConfigError(f"COMPUTE='c' runs on the CPU, but {str(cuda[0])!r} is a GPU; "

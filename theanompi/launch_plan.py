@@ -27,9 +27,11 @@ from theanompi.devices import check_local_devices, parse_devices
 from theanompi.errors import ConfigError
 from theanompi.model_loader import load_model_class
 from theanompi.mpirun import MpiexecRun, RankSpec, mpiexec_command
-from theanompi.options import check_model_options, resolve_options
+from theanompi.option_checks import check_model_reference, check_worker_loss
+from theanompi.options import parse_model_options, resolve_options
 from theanompi.run_dir import check_writable_dir, claim_run_dir
 from theanompi.session import SessionSpec
+from theanompi.session_options import session_options
 
 log = logging.getLogger(__name__)
 
@@ -40,17 +42,12 @@ def plan_session(rule_cls, devices, modelfile: str, modelclass: str, model_optio
     cwd = os.path.abspath(cwd or os.getcwd())
     devices = parse_devices(devices)
     resolved = resolve_options(rule_cls.option_schema(), options, rule_cls.name)
-    model_options = check_model_options(model_options or {})
+    model_options = parse_model_options(model_options or {})
     rule_cls.check_options(devices, resolved)
-    if resolved["on_worker_loss"] == "continue" and not rule_cls.supports_worker_loss:
-        raise ConfigError(f"ON_WORKER_LOSS=continue: RULE={rule_cls.name} cannot carry on without a worker "
-                          "(EASGD and ASGD can); use ON_WORKER_LOSS=abort")
+    check_worker_loss(rule_cls.name, rule_cls.supports_worker_loss, resolved["on_worker_loss"])
     check_local_devices(devices)
     check_compute(devices, resolved)  # cuda devices compute through JAX
-    if not isinstance(modelfile, str) or not modelfile.strip():
-        raise ConfigError(f"MODELFILE={modelfile!r} must name a module or a .py file")
-    if not isinstance(modelclass, str) or not modelclass.isidentifier():
-        raise ConfigError(f"MODELCLASS={modelclass!r} must be a class name")
+    check_model_reference(modelfile, modelclass)
     if "pytensor" not in sys.modules:
         configure_pytensor()  # the model module may import pytensor: same cache and backend
     model_cls = load_model_class(modelfile, modelclass, cwd)
@@ -74,10 +71,10 @@ def plan_session(rule_cls, devices, modelfile: str, modelclass: str, model_optio
 
 def resolve_checkpoint_options(rule_name: str, options: dict[str, Any], cwd: str) -> None:
     """Resolve checkpoint paths in ``options``; pre-load RESUME (refusing unsafe or foreign files)."""
-    if options.get("checkpoint_dir") is None:
+    if options["checkpoint_dir"] is None:
         options["checkpoint_dir"] = os.path.join(options["run_dir"], "checkpoints")
     options["checkpoint_dir"] = os.path.join(cwd, options["checkpoint_dir"])
-    if options.get("resume"):
+    if options["resume"]:
         # refuses unsafe or foreign files before any rank starts; skips a damaged newest one
         path, payload = load_newest_intact(os.path.join(cwd, options["resume"]))
         if payload["rule"] != rule_name:
@@ -91,17 +88,17 @@ def start_session(spec: SessionSpec, ranks: list[RankSpec]) -> MpiexecRun:
     run_dir = Path(spec.run_dir)
     claim = claim_run_dir(run_dir)
     try:
-        if spec.options.get("checkpoint_every"):
-            check_writable_dir("CHECKPOINT_DIR", Path(spec.options["checkpoint_dir"]))
+        options = session_options(spec)
+        if options.checkpoint_every:
+            check_writable_dir("CHECKPOINT_DIR", Path(options.checkpoint_dir))
         spec_path = run_dir / "session.json"
         try:
             spec.save(spec_path)
         except OSError as err:
             raise ConfigError(f"RUN_DIR={str(run_dir)!r}: {spec_path.name} cannot be written: "
                               f"{err.strerror or err}") from None
-        argv = mpiexec_command(ranks, str(spec_path), bind=spec.options["bind"],
-                               threads=spec.options.get("threads", 0),
-                               fault_tolerant=spec.options.get("on_worker_loss") == "continue")
+        argv = mpiexec_command(ranks, str(spec_path), bind=options.bind, threads=options.threads,
+                               fault_tolerant=options.on_worker_loss == "continue")
         notes = "".join(f"; {note}" for note in spec.notes)
         log.info("starting %d ranks: %s%s", len(ranks), ", ".join(str(r.device) for r in ranks), notes)
         return MpiexecRun(argv, run_dir, ranks, claim=claim)

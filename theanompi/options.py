@@ -259,7 +259,3 @@ def parse_model_options(model_options: Any) -> dict[str, Any]:
             raise ConfigError(f"model option name {key!r} is not an identifier")
         out[key.lower()] = value
     return out
-
-
-#: the former name of :func:`parse_model_options` (it returns the parsed dict, so it is a parser)
-check_model_options = parse_model_options

@@ -14,11 +14,13 @@ import os
 import sys
 import traceback
 from dataclasses import dataclass
+from functools import cached_property
 
 from theanompi.errors import ConfigError
 from theanompi.rank_status import status_path, write_status
 from theanompi.remote import load_rank_spec, report_to_launcher
 from theanompi.session import SessionSpec
+from theanompi.session_options import SessionOptions, session_options
 
 log = logging.getLogger("theanompi")
 
@@ -32,6 +34,11 @@ class RankContext:
     role: str
     device: str
     comm: object  # mpi4py communicator of the whole session (COMM_WORLD)
+
+    @cached_property
+    def options(self) -> SessionOptions:
+        """The session's options, typed and frozen: ``ctx.options.checkpoint_every``."""
+        return session_options(self.spec)
 
     def ranks_with_role(self, role: str) -> list[int]:
         """Session ranks playing ``role`` ('worker', 'server', ...), ascending."""
@@ -90,12 +97,13 @@ def main(argv: list[str] | None = None) -> int:
     report_to_launcher(spec, rank, "started")
     from theanompi.log import setup_logging
 
-    setup_logging(comm.rank, spec.options.get("log_level", "INFO"))
-    if spec.options.get("watchdog"):  # every phase of every rank, from here on
+    options = session_options(spec)
+    setup_logging(comm.rank, options.log_level)
+    if options.watchdog:  # every phase of every rank, from here on
         from theanompi.watchdog import Watchdog
 
-        Watchdog(spec.options["watchdog"], status_path(spec.run_dir, rank, "stall"), who,
-                 build_timeout=spec.options.get("watchdog_build")).start()
+        Watchdog(options.watchdog, status_path(spec.run_dir, rank, "stall"), who,
+                 build_timeout=options.watchdog_build).start()
     try:
         from theanompi.rules import get_rule
 

@@ -52,8 +52,8 @@ def build_model(ctx, worker_rank: int, n_workers: int, sync_type: str | None):
     cls = load_model_class(spec.modelfile, spec.modelclass, spec.cwd)
     ACTIVITY.progress("constructing")
     config = WorkerConfig(
-        rank=worker_rank, size=n_workers, seed=spec.options["seed"], device=ctx.device,
-        sync_type=sync_type, options=dict(spec.options), model_options=dict(spec.model_options),
+        rank=worker_rank, size=n_workers, seed=ctx.options.seed, device=ctx.device,
+        sync_type=sync_type, options=ctx.options, model_options=dict(spec.model_options),
         run_dir=Path(spec.run_dir), model_name=spec.modelclass,
     )
     rank_context.set_current(config)  # Theano-MPI-style DataClasses and lib.opt read it
@@ -69,7 +69,7 @@ def build_model(ctx, worker_rank: int, n_workers: int, sync_type: str | None):
 
 def n_epochs_for(model, options: dict[str, Any]) -> int:
     """N_EPOCHS if given, else the model's ``n_epochs`` attribute, else 10."""
-    return int(options.get("n_epochs") or getattr(model, "n_epochs", None) or DEFAULT_EPOCHS)
+    return int(options.n_epochs or getattr(model, "n_epochs", None) or DEFAULT_EPOCHS)
 
 
 def check_agreement(comm, **facts: Any) -> None:
@@ -114,7 +114,7 @@ class WorkerLoop:
     def __init__(self, ctx, comm):
         self.ctx = ctx
         self.comm = comm
-        self.options = ctx.spec.options
+        self.options = ctx.options
         self.model = None
         self.fused: FusedParams | None = None
         self.recorder: Recorder | None = None
@@ -139,8 +139,8 @@ class WorkerLoop:
         self.recorder = self.make_recorder()
         self.recorder.record_phase("compile", time.perf_counter() - build_start)  # model build and compile
         self.n_epochs = n_epochs_for(self.model, self.options)
-        if self.options.get("resume"):
-            self.start_epoch = self.restore(self.options["resume"])
+        if self.options.resume:
+            self.start_epoch = self.restore(self.options.resume)
         self.setup_rule()
 
     def setup_before_model(self) -> None:
@@ -199,9 +199,9 @@ class WorkerLoop:
             gathered = self.comm.gather(mine, root=0)
         if self.comm.rank == 0:
             ACTIVITY.enter("writing a checkpoint")
-            path = save_checkpoint(self.options["checkpoint_dir"], {
+            path = save_checkpoint(self.options.checkpoint_dir, {
                 "rule": self.rule_name, "epoch": epoch, "iteration": self.iteration, "n_workers": self.comm.size,
-                "seed": self.options.get("seed", 0),
+                "seed": self.options.seed,
                 "worker_params": [g[0] for g in gathered], "worker_state": [g[1] for g in gathered],
                 "worker_rule_state": [g[2] for g in gathered],
             })
@@ -209,7 +209,7 @@ class WorkerLoop:
 
     def check_finite(self, flat, what: str) -> None:
         """Raise NonFiniteError naming this rank and the parameter if ``flat`` holds NaN/Inf (CHECK_FINITE)."""
-        if not self.options.get("check_finite", True):
+        if not self.options.check_finite:
             return
         bad = self.fused.non_finite(flat)
         if bad is not None:
@@ -265,7 +265,7 @@ class WorkerLoop:
         """Set up, train ``n_epochs`` epochs (validating after each), then end the session."""
         self.setup()
         progress = Progress(self.n_epochs) if self.comm.rank == 0 else None
-        every = self.options.get("checkpoint_every") or 0
+        every = self.options.checkpoint_every
         for epoch in range(self.start_epoch, self.n_epochs):
             self.epoch = epoch
             completed = self.train_epoch(epoch)

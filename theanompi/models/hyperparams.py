@@ -23,6 +23,7 @@ from typing import Any
 
 from theanompi.errors import ConfigError
 from theanompi.models.data.base import ShardedArrayData
+from theanompi.session_options import typed_options
 
 
 def _positive_int(v):
@@ -77,16 +78,16 @@ class ClassifierHyperParams:
 
     def lr_multiplier(self, epoch_progress: float) -> float:
         """LR_SCALING=linear multiplies by the worker count, ramping up over WARMUP_EPOCHS."""
-        opts = self.config.options
-        if opts.get("lr_scaling", "none") != "linear":
+        opts = typed_options(self.config.options)
+        if opts.lr_scaling != "linear":
             return 1.0
         target = float(self.config.size)
-        warmup = float(opts.get("warmup_epochs", 0.0))
+        warmup = opts.warmup_epochs
         if warmup <= 0 or epoch_progress >= warmup:
             return target
         return 1.0 + (target - 1.0) * epoch_progress / warmup
 
     def warming_up(self, epoch: int) -> bool:
         """Whether the learning rate ramps up during ``epoch`` (LR_SCALING=linear with WARMUP_EPOCHS)."""
-        opts = self.config.options
-        return opts.get("lr_scaling") == "linear" and epoch < float(opts.get("warmup_epochs", 0.0))
+        opts = typed_options(self.config.options)
+        return opts.lr_scaling == "linear" and epoch < opts.warmup_epochs

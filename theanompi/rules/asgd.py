@@ -85,10 +85,10 @@ class ASGD(Rule):
             ACTIVITY.enter("serving the tables")
             ACTIVITY.progress("waiting for requests", waiting=True)
             _watched_table_server()(ctx.comm, ctx.ranks_with_role("worker"), servers.index(ctx.rank), len(servers),
-                        sync=ctx.spec.options["sync"],
-                        tolerate_lost_clients=ctx.spec.options["on_worker_loss"] == "continue").serve()
+                        sync=ctx.options.sync,
+                        tolerate_lost_clients=ctx.options.on_worker_loss == "continue").serve()
         else:
-            if ctx.spec.options["on_worker_loss"] == "continue":
+            if ctx.options.on_worker_loss == "continue":
                 from theanompi.fault_tolerance import SurvivorsComm
 
                 role_comm = SurvivorsComm(role_comm, "ASGD workers")
@@ -116,7 +116,7 @@ class ASGDWorker(WorkerLoop):
     def __init__(self, ctx, comm):
         super().__init__(ctx, comm)
         # add: the model steps itself; sgd/momentum/adagrad: it only computes the update vector, the servers step
-        self.sync_type = SyncType.LOCAL if self.options["updater"] == "add" else SyncType.CDD
+        self.sync_type = SyncType.LOCAL if self.options.updater == "add" else SyncType.CDD
         self.client = None
         self.table = None
         self.accumulated: np.ndarray | None = None  # cdd: the update vectors summed since the last push
@@ -131,13 +131,13 @@ class ASGDWorker(WorkerLoop):
         from theanompi.ps.client import PSClient
 
         opts, comm, ctx = self.options, self.comm, self.ctx
-        if opts["sync"]:
+        if opts.sync:
             # sync pulls pair up across workers: unequal step counts could never complete a round
             check_agreement(comm, n_batch_train=self.model.data.n_batch_train)
         self.client = PSClient(ctx.comm, ctx.ranks_with_role("server"))
         self.table = self.client.create_table(0, num_row=self.fused.size, num_col=1, dtype=self.fused.dtype,
-                                              updater=opts["updater"], lr=opts["server_lr"],
-                                              momentum=opts["server_momentum"])
+                                              updater=opts.updater, lr=opts.server_lr,
+                                              momentum=opts.server_momentum)
         if comm.rank == 0:
             self.client.set(self.table, self.fused.read())  # master initialisation
         with ACTIVITY.waiting("the start barrier"):
@@ -173,7 +173,7 @@ class ASGDWorker(WorkerLoop):
         else:
             super().step(count)
         self.pending += 1
-        if self.pending == self.options["push_freq"]:
+        if self.pending == self.options.push_freq:
             self.push()
             self.pull()
 
@@ -204,8 +204,8 @@ class ASGDWorker(WorkerLoop):
         opts = self.options
         lost = self.comm.lost() if callable(getattr(self.comm, "lost", None)) else []
         return {
-            "updater": opts["updater"], "sync": opts["sync"], "servers": opts["n_servers"],
-            "push_freq": opts["push_freq"], "lost_workers": lost,
+            "updater": opts.updater, "sync": opts.sync, "servers": opts.n_servers,
+            "push_freq": opts.push_freq, "lost_workers": lost,
             "staleness": {f"rank {c}": {"mean": float(np.mean([s["mean"] for s in v])),
                                         "max": max(s["max"] for s in v)} for c, v in staleness.items()},
         }

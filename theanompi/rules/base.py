@@ -71,7 +71,7 @@ class Rule:
     def adapt_to_model(cls, model_cls: type, options: dict[str, Any], given: dict[str, Any]) -> list[str]:
         """Adjust resolved ``options`` to the ModelClass (``given``: what the user set); returns notes
         for the launch line. Models written for Theano-MPI compute with pytensor's C backend."""
-        if follows_theanompi_contract(model_cls) and options.get("compute") == "jax":
+        if follows_theanompi_contract(model_cls) and options["compute"] == "jax":
             raise ConfigError(f"COMPUTE=jax: ModelClass {model_cls.__name__!r} follows Theano-MPI's contract and "
                               "compiles its own functions with pytensor's C backend; use COMPUTE=c and cpu devices")
         return []

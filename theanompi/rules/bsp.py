@@ -84,11 +84,11 @@ class BSPWorker(WorkerLoop):
 
     def __init__(self, ctx):
         super().__init__(ctx, ctx.comm)
-        self.sync_type = ctx.spec.options["sync_type"] if ctx.comm.size > 1 else SyncType.LOCAL
+        self.sync_type = ctx.options.sync_type if ctx.comm.size > 1 else SyncType.LOCAL
         self.exchanger = None
 
     def setup_before_model(self) -> None:
-        self.exchanger = make_exchanger(self.options["exch_strategy"], self.comm)
+        self.exchanger = make_exchanger(self.options.exch_strategy, self.comm)
         self.fused_location = self.exchanger.memory  # NCCL / CUDA-aware MPI: the fused buffer stays on the GPU
 
     def setup_rule(self) -> None:
@@ -121,7 +121,7 @@ class BSPWorker(WorkerLoop):
 
     def step_avg(self, count: int) -> None:
         super().step(count)
-        if (self.iteration + 1) % self.options["avg_freq"] == 0:
+        if (self.iteration + 1) % self.options.avg_freq == 0:
             self.average_params()
 
     def step_local(self, count: int) -> None:
@@ -136,11 +136,11 @@ class BSPWorker(WorkerLoop):
             self.fused.write(flat, scale=1.0 / self.comm.size)
 
     def end_of_epoch(self, epoch: int) -> None:
-        if self.sync_type == SyncType.AVG and self.iteration % self.options["avg_freq"]:
+        if self.sync_type == SyncType.AVG and self.iteration % self.options.avg_freq:
             self.average_params()  # validate (and finish) on the common model
 
     def summary(self) -> dict:
-        return {"sync_type": self.options["sync_type"]}
+        return {"sync_type": self.options.sync_type}
 
     def _check_update_vector(self, vector) -> None:
         name = type(self.model).__name__

@@ -56,9 +56,9 @@ class EASGDServer:
 
     def __init__(self, ctx):
         self.ctx = ctx
-        self.options = ctx.spec.options
-        self.tau = int(self.options["tau"])
-        self.checkpoint_every = int(self.options.get("checkpoint_every") or 0)
+        self.options = ctx.options
+        self.tau = self.options.tau
+        self.checkpoint_every = self.options.checkpoint_every
         self.is_set_up = False
 
     def setup(self) -> None:
@@ -83,9 +83,9 @@ class EASGDServer:
         self.recorder = Recorder(self.ctx.spec.run_dir, write=True, warmup_iterations=0)
         self.recorder.record_phase("compile", time.perf_counter() - build_start)
         self.n_epochs = n_epochs_for(self.model, self.options)
-        self.alpha = self.fused.dtype.type(self.options["alpha"])
+        self.alpha = self.fused.dtype.type(self.options.alpha)
 
-        resume = self.options.get("resume")
+        resume = self.options.resume
         take_start_point(self.exchange_comm, self.fused, root=self.worker_ranks[0], resumed=bool(resume),
                          staging=MPIStaging(cuda_aware=False))
         self.centre = self.fused.read().copy()
@@ -130,7 +130,7 @@ class EASGDServer:
         """Set up, answer exchanges until every worker was told to stop, then end the session."""
         self.setup()
         log.info("EASGD: %d workers, alpha %g, tau %d; %d global epochs of %d steps (%s)",
-                 self.n_workers, self.options["alpha"], self.tau, self.n_epochs, self.global_epoch,
+                 self.n_workers, self.options.alpha, self.tau, self.n_epochs, self.global_epoch,
                  " + ".join(map(str, self.shard_batches)))
         self.serve()
         self.finish()
@@ -206,7 +206,7 @@ class EASGDServer:
 
     def _lose_workers(self, err: BaseException) -> None:
         """A peer died: with ON_WORKER_LOSS=continue drop it and re-grant its steps; else re-raise."""
-        if self.options.get("on_worker_loss") != "continue" or not is_process_failure(err):
+        if self.options.on_worker_loss != "continue" or not is_process_failure(err):
             raise err
         ledger = self.ledger
         for rank in acknowledge_failures(self.exchange_comm):
@@ -253,9 +253,9 @@ class EASGDServer:
         empty = {"params": self.centre, "state": [], "steps": 0}
         lost = self.ledger.lost
         snaps = [s if s is not None and k not in lost else empty for k, s in enumerate(self.snapshots)]
-        path = save_checkpoint(self.options["checkpoint_dir"], {
+        path = save_checkpoint(self.options.checkpoint_dir, {
             "rule": RULE_NAME, "epoch": self.checkpoint_epoch, "iteration": self.ledger.reported,
-            "n_workers": self.n_workers, "seed": self.options.get("seed", 0), "centre": self.centre.copy(),
+            "n_workers": self.n_workers, "seed": self.options.seed, "centre": self.centre.copy(),
             "worker_params": [[v.copy() for v in self.fused.layout.views(np.asarray(s["params"]))] for s in snaps],
             "worker_state": [list(s["state"]) for s in snaps],
             "worker_iterations": [int(s["steps"]) for s in snaps],
@@ -292,7 +292,7 @@ class EASGDServer:
         end_session(self.model, self.recorder, self.ctx.spec.run_dir, {
             "rule": RULE_NAME, "workers": self.n_workers, "iterations": ledger.reported,
             "global_epoch_iterations": self.global_epoch, "shard_batches": self.shard_batches,
-            "alpha": self.options["alpha"], "tau": self.tau, "exchanges": self.exchanges,
+            "alpha": self.options.alpha, "tau": self.tau, "exchanges": self.exchanges,
             "mean_wait_s": waits, "lost_workers": sorted(ledger.lost),
             "per_worker": [{"iterations": s, "exchanges": e, "mean_wait_s": w}
                            for s, e, w in zip(ledger.steps, self.exchanges, waits)],

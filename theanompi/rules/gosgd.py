@@ -185,7 +185,7 @@ class GOSGDWorker(WorkerLoop):
         super().__init__(ctx, ctx.comm if comm is None else comm)
         self.size, self.rank = self.comm.size, self.comm.rank
         self.weight = 1.0 / self.size
-        self.p = float(self.options["p"])
+        self.p = float(self.options.p)
         self.sent = np.zeros(self.size, dtype=np.int64)      # messages sent to each peer
         self.received = np.zeros(self.size, dtype=np.int64)  # messages received from each peer
         self.idle_merges = 0  # merged while waiting for peers at an epoch boundary
@@ -212,7 +212,7 @@ class GOSGDWorker(WorkerLoop):
             self.fused.write(self.fused.buffer)
         elif int(self.restored["n_workers"]) == self.size:
             self.weight = float(self.restored["worker_rule_state"][self.rank]["weight"])
-        self.rng = np.random.default_rng([int(self.options["seed"]), self.rank, 1611, self.start_epoch])
+        self.rng = np.random.default_rng([self.options.seed, self.rank, 1611, self.start_epoch])
         self.gcomm = comm.Dup()  # gossip messages and their barriers never meet other traffic
         self.recv_buf = np.empty(header_slots(self.fused.dtype) + self.fused.size, dtype=self.fused.dtype)
         self._status = MPI.Status()
