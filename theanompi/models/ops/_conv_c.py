@@ -29,7 +29,7 @@ from theanompi.models.ops._common import c_source_hash, read_c_source
 #: Bump to force a rebuild (the cache key also holds a hash of the C text in csrc/).
 C_CODE_VERSION = 7
 
-_KERNELS = read_c_source("conv2d.h")
+_KERNELS = read_c_source("common.h") + read_c_source("conv2d.h")
 BIAS_SUPPORT_CODE = read_c_source("conv2d_bias.h")
 
 

@@ -18,7 +18,7 @@ from theanompi.models.ops._common import c_source_hash, read_c_source
 #: Bump to force a rebuild (the cache key also holds a hash of the C text in csrc/).
 C_CODE_VERSION = 5
 
-SUPPORT_CODE = read_c_source("pool2d.h")
+SUPPORT_CODE = read_c_source("common.h") + read_c_source("pool2d.h")
 
 
 _FIELDS = ("kh", "kw", "sh", "sw", "ph", "pw", "is_max")

@@ -332,19 +332,6 @@ static int tmpi_grad_inputs_impl(const T* w, const T* gy, T* dx, const tmpi_geom
     });
 }
 
-/* Make *out a C-contiguous array of the given shape/type (reusing it when possible). */
-static int tmpi_prepare_output(PyArrayObject** out, npy_intp* dims, int typenum)
-{
-    if (*out && PyArray_NDIM(*out) == 4 && PyArray_TYPE(*out) == typenum
-        && PyArray_IS_C_CONTIGUOUS(*out)) {
-        npy_intp* d = PyArray_DIMS(*out);
-        if (d[0] == dims[0] && d[1] == dims[1] && d[2] == dims[2] && d[3] == dims[3]) return 0;
-    }
-    Py_XDECREF(*out);
-    *out = (PyArrayObject*)PyArray_EMPTY(4, dims, typenum, 0);
-    return *out ? 0 : -1;
-}
-
 /* Fill g from the x and W shapes; ValueError on channel mismatch or a window too large. */
 static int tmpi_fill_geom(tmpi_geom* g, PyArrayObject* x, npy_intp* wshape,
                           int sh, int sw, int ph, int pw, const char* op)
@@ -404,7 +391,7 @@ static int tmpi_conv2d_forward(PyArrayObject* x_in, PyArrayObject* w_in, PyArray
     }
     npy_intp dims[4] = {g.N, g.O, g.Ho, g.Wo};
     int typenum = PyArray_TYPE(x_in);
-    if (tmpi_prepare_output(z, dims, typenum) != 0) return -1;
+    if (tmpi_prepare_output4(z, dims, typenum) != 0) return -1;
     PyArrayObject* x = PyArray_GETCONTIGUOUS(x_in);
     PyArrayObject* w = PyArray_GETCONTIGUOUS(w_in);
     PyArrayObject* b = b_in ? PyArray_GETCONTIGUOUS(b_in) : NULL;
@@ -434,7 +421,7 @@ static int tmpi_conv2d_grad_weights(PyArrayObject* x_in, PyArrayObject* w_in, Py
     if (tmpi_check_gy(gy_in, g, "conv2d_grad_weights") != 0) return -1;
     npy_intp dims[4] = {ws[0], ws[1], ws[2], ws[3]};
     int typenum = PyArray_TYPE(x_in);
-    if (tmpi_prepare_output(z, dims, typenum) != 0) return -1;
+    if (tmpi_prepare_output4(z, dims, typenum) != 0) return -1;
     PyArrayObject* x = PyArray_GETCONTIGUOUS(x_in);
     PyArrayObject* gy = PyArray_GETCONTIGUOUS(gy_in);
     int rc = -1;
@@ -461,7 +448,7 @@ static int tmpi_conv2d_grad_inputs(PyArrayObject* x_in, PyArrayObject* w_in, PyA
     npy_intp* xs = PyArray_DIMS(x_in);
     npy_intp dims[4] = {xs[0], xs[1], xs[2], xs[3]};
     int typenum = PyArray_TYPE(w_in);
-    if (tmpi_prepare_output(z, dims, typenum) != 0) return -1;
+    if (tmpi_prepare_output4(z, dims, typenum) != 0) return -1;
     PyArrayObject* w = PyArray_GETCONTIGUOUS(w_in);
     PyArrayObject* gy = PyArray_GETCONTIGUOUS(gy_in);
     int rc = -1;

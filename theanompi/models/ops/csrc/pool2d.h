@@ -205,18 +205,6 @@ static int tmpi_pool_grad_impl(const T* x, const T* gy, T* dx, const tmpi_pgeom&
     return 0;
 }
 
-static int tmpi_pool_prepare_output(PyArrayObject** out, npy_intp* dims, int typenum)
-{
-    if (*out && PyArray_NDIM(*out) == 4 && PyArray_TYPE(*out) == typenum
-        && PyArray_IS_C_CONTIGUOUS(*out)) {
-        npy_intp* d = PyArray_DIMS(*out);
-        if (d[0] == dims[0] && d[1] == dims[1] && d[2] == dims[2] && d[3] == dims[3]) return 0;
-    }
-    Py_XDECREF(*out);
-    *out = (PyArrayObject*)PyArray_EMPTY(4, dims, typenum, 0);
-    return *out ? 0 : -1;
-}
-
 static int tmpi_pool_geom(tmpi_pgeom* g, PyArrayObject* x, int kh, int kw, int sh, int sw,
                           int ph, int pw, const char* op)
 {
@@ -245,7 +233,7 @@ static int tmpi_pool2d_forward(PyArrayObject* x_in, PyArrayObject** z, int kh, i
     npy_intp* xs = PyArray_DIMS(x_in);
     npy_intp dims[4] = {xs[0], xs[1], g.Ho, g.Wo};
     const int typenum = PyArray_TYPE(x_in);
-    if (tmpi_pool_prepare_output(z, dims, typenum) != 0) return -1;
+    if (tmpi_prepare_output4(z, dims, typenum) != 0) return -1;
     PyArrayObject* x = PyArray_GETCONTIGUOUS(x_in);
     if (!x) return -1;
     if (typenum == NPY_FLOAT32)
@@ -273,7 +261,7 @@ static int tmpi_pool2d_grad(PyArrayObject* x_in, PyArrayObject* gy_in, PyArrayOb
     }
     npy_intp dims[4] = {xs[0], xs[1], xs[2], xs[3]};
     const int typenum = PyArray_TYPE(x_in);
-    if (tmpi_pool_prepare_output(z, dims, typenum) != 0) return -1;
+    if (tmpi_prepare_output4(z, dims, typenum) != 0) return -1;
     PyArrayObject* x = PyArray_GETCONTIGUOUS(x_in);
     PyArrayObject* gy = PyArray_GETCONTIGUOUS(gy_in);
     int rc = -1;
