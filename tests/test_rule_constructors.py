@@ -9,10 +9,12 @@ from types import SimpleNamespace
 import pytest
 
 from theanompi import training
+from theanompi.options import COMMON_OPTIONS
 from theanompi.rules.asgd import ASGDWorker
 from theanompi.rules.bsp import BSPWorker
 from theanompi.rules.easgd import EASGDServer, EASGDWorker
 from theanompi.rules.gosgd import GOSGDWorker
+from theanompi.session_options import SessionOptions
 
 
 class UntouchableComm:
@@ -43,7 +45,9 @@ def ctx(tmp_path, monkeypatch):
 
     monkeypatch.setattr(training, "build_model", no_model)
     spec = SimpleNamespace(options=dict(OPTIONS), run_dir=str(tmp_path / "run"), rule="?")
-    return UntouchableContext(spec=spec, comm=UntouchableComm(), rank=0, role="worker", device="cpu0")
+    options = SessionOptions({**{o.name: o.default for o in COMMON_OPTIONS}, **OPTIONS})
+    return UntouchableContext(spec=spec, options=options, comm=UntouchableComm(), rank=0,
+                              role="worker", device="cpu0")
 
 
 @pytest.mark.parametrize("make", [
@@ -65,7 +69,7 @@ def test_setup_runs_once(ctx, monkeypatch):
     monkeypatch.setattr(worker, "setup_before_model", lambda: calls.append("before"))
     monkeypatch.setattr(training, "build_model", lambda *a: SimpleNamespace(params=[], data=None))
     monkeypatch.setattr(training, "FusedParams", lambda params, where: SimpleNamespace(where=where))
-    monkeypatch.setattr(worker, "make_recorder", lambda: None)
+    monkeypatch.setattr(worker, "make_recorder", lambda: SimpleNamespace(record_phase=lambda phase, seconds: None))
     monkeypatch.setattr(worker, "restore", lambda path: calls.append(path) or 3)
     monkeypatch.setattr(worker, "setup_rule", lambda: calls.append("rule"))
     worker.setup()

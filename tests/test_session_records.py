@@ -39,7 +39,7 @@ def test_the_final_model_and_summary_are_written_then_everything_is_closed(tmp_p
 def test_a_summary_without_a_final_model_and_a_rank_that_writes_nothing(tmp_path):
     model = Model(params=[], cleaned=False)
     end_session(model, finished_recorder(tmp_path), None, {"rule": "EASGD", "worker": 1}, final_model=False)
-    assert json.loads((tmp_path / "summary.json").read_text()) == {"rule": "EASGD", "worker": 1}
+    assert json.loads((tmp_path / "summary.json").read_text()) == {"rule": "EASGD", "worker": 1, "compile_s": 0.0}
     assert not (tmp_path / "final_params.npz").exists() and model.cleaned
     silent = Model(params=[], cleaned=False)
     end_session(silent, Recorder(tmp_path / "other", write=False), None, None)

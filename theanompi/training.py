@@ -25,6 +25,7 @@ from theanompi.model_loader import load_model_class
 from theanompi.param_access import assign, current_value, host_copy
 from theanompi.params import FusedParams
 from theanompi.recorder import Recorder
+from theanompi.session_options import SessionOptions
 from theanompi.session_records import (  # noqa: F401  (re-exported: rules and tests import them from here)
     Progress,
     allreduce_sums,
@@ -114,7 +115,6 @@ class WorkerLoop:
     def __init__(self, ctx, comm):
         self.ctx = ctx
         self.comm = comm
-        self.options = ctx.options
         self.model = None
         self.fused: FusedParams | None = None
         self.recorder: Recorder | None = None
@@ -148,6 +148,11 @@ class WorkerLoop:
 
     def setup_rule(self) -> None:
         """Rule hook, last step of :meth:`setup`: agreement checks, the common start, the rule's state."""
+
+    @property
+    def options(self) -> SessionOptions:
+        """The session's options, typed and frozen (``ctx.options``)."""
+        return self.ctx.options
 
     def make_recorder(self) -> Recorder:
         """This worker's Recorder (called once by :meth:`setup`): worker 0 writes the run's records."""

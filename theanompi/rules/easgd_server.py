@@ -37,6 +37,7 @@ from theanompi.rules.easgd_protocol import (
     take_start_point,
 )
 from theanompi.rules.step_ledger import StepLedger
+from theanompi.session_options import SessionOptions
 from theanompi.session_records import Progress, end_session, epoch_metrics
 from theanompi.training import build_model, n_epochs_for
 from theanompi.watchdog import ACTIVITY
@@ -56,10 +57,14 @@ class EASGDServer:
 
     def __init__(self, ctx):
         self.ctx = ctx
-        self.options = ctx.options
         self.tau = self.options.tau
         self.checkpoint_every = self.options.checkpoint_every
         self.is_set_up = False
+
+    @property
+    def options(self) -> SessionOptions:
+        """The session's options, typed and frozen (``ctx.options``)."""
+        return self.ctx.options
 
     def setup(self) -> None:
         """Connect, build the validating model, take the common start (or a checkpoint's centre),

@@ -63,7 +63,15 @@ def _natural_key(p: Path):
 
 
 def list_batch_files(directory, what: str, exclude=()) -> list[Path]:
-    """The batch files of ``directory`` in natural name order (minus ``exclude``); ConfigError if none."""
+    """The batch files of ``directory`` in natural name order (minus ``exclude``); ConfigError if none.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> for name in ("10.hkl", "2.hkl", "img_mean.npy"):
+    ...     _ = (d / name).write_bytes(b"")
+    >>> [p.name for p in list_batch_files(d, "train")]
+    ['2.hkl', '10.hkl']
+    """
     d = Path(directory)
     if not d.is_dir():
         raise ConfigError(f"{what} directory '{d}' does not exist")
