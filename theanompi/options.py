@@ -15,7 +15,9 @@ names the key and quotes the value; validators come in two kinds only.
   canonical spelling), raising :class:`InvalidValue` whose text says what is
   allowed (``"use an integer >= 1"``). :meth:`Option.convert` adds key and value:
   ``KEY='value' is not allowed; use ...``. Write new ones here, beside
-  :func:`positive_int` and :func:`choice`.
+  :func:`positive_int` and :func:`choice`. A ModelClass's option parsers
+  (``checks``, :mod:`theanompi.models.hyperparams`) are the same kind; a yes/no
+  test becomes one through :func:`predicate_parser`.
 * **Checks** look at several values together, or at a value against this machine:
   ``check_<what>(...) -> None``, changing nothing and raising ConfigError
   directly, its line starting with ``KEY=value`` (:mod:`theanompi.option_checks`,
@@ -147,6 +149,27 @@ def choice(*allowed: str) -> Callable[[Any], str]:
             if text.lower() == item.lower():
                 return item
         raise InvalidValue("use one of: " + ", ".join(allowed))
+
+    return parse
+
+
+def predicate_parser(test: Callable[[Any], bool], allowed: str) -> Callable[[Any], Any]:
+    """A parser from a yes/no test (the model options' checks): the value itself when ``test(value)``,
+    else InvalidValue("use " + allowed).
+
+    >>> even = predicate_parser(lambda v: isinstance(v, int) and v % 2 == 0, "an even integer")
+    >>> even(4)
+    4
+    >>> even(3)
+    Traceback (most recent call last):
+    ...
+    theanompi.options.InvalidValue: use an even integer
+    """
+
+    def parse(value: Any) -> Any:
+        if not test(value):
+            raise InvalidValue(f"use {allowed}")
+        return value
 
     return parse
 

@@ -19,10 +19,12 @@ theanompi.errors.ConfigError: ClassifierHyperParams: model option momentum=1.5 i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from theanompi.errors import ConfigError
 from theanompi.models.data.base import ShardedArrayData
+from theanompi.options import InvalidValue, predicate_parser
 from theanompi.session_options import typed_options
 
 
@@ -35,11 +37,11 @@ def _non_negative(v):
 
 
 CHECKS = {
-    "batch_size": (_positive_int, "an integer >= 1"),
-    "n_epochs": (_positive_int, "an integer >= 1"),
-    "lr": (lambda v: _non_negative(v) and v > 0, "a number > 0"),
-    "momentum": (lambda v: _non_negative(v) and v < 1, "a number in [0, 1)"),
-    "weight_decay": (_non_negative, "a number >= 0"),
+    "batch_size": predicate_parser(_positive_int, "an integer >= 1"),
+    "n_epochs": predicate_parser(_positive_int, "an integer >= 1"),
+    "lr": predicate_parser(lambda v: _non_negative(v) and v > 0, "a number > 0"),
+    "momentum": predicate_parser(lambda v: _non_negative(v) and v < 1, "a number in [0, 1)"),
+    "weight_decay": predicate_parser(_non_negative, "a number >= 0"),
 }
 
 
@@ -52,8 +54,8 @@ class ClassifierHyperParams:
 
     #: Hyper-parameters and their defaults; subclasses extend with ``{**ClassifierModel.defaults, ...}``.
     defaults: dict[str, Any] = {"batch_size": 32, "lr": 0.05, "momentum": 0.9, "weight_decay": 0.0, "n_epochs": 10}
-    #: Extra per-option checks of subclasses: name -> (predicate, "what is allowed").
-    checks: dict[str, tuple] = {}
+    #: Extra per-option parsers of subclasses (name -> parser raising InvalidValue, theanompi.options' style).
+    checks: dict[str, Callable[[Any], Any]] = {}
 
     @classmethod
     def validate_options(cls, model_options: dict[str, Any]) -> dict[str, Any]:
@@ -66,9 +68,13 @@ class ClassifierHyperParams:
             )
         merged = {**cls.defaults, **model_options}
         for name, value in model_options.items():
-            check, allowed = {**CHECKS, **cls.checks}.get(name, (None, None))
-            if check is not None and not check(value):
-                raise ConfigError(f"{cls.__name__}: model option {name}={value!r} is not allowed; use {allowed}")
+            parse = {**CHECKS, **cls.checks}.get(name)
+            if parse is None:
+                continue
+            try:
+                merged[name] = parse(value)
+            except InvalidValue as err:
+                raise ConfigError(f"{cls.__name__}: model option {name}={value!r} is not allowed; {err}") from None
         return merged
 
     def shard(self, x_train, y_train, x_val, y_val) -> ShardedArrayData:

@@ -19,6 +19,7 @@ import pytensor.tensor as pt
 
 from theanompi.models.base import ClassifierModel
 from theanompi.models.data.digits import load_digits_split
+from theanompi.options import predicate_parser
 
 
 def parse_hidden(value) -> tuple[int, ...]:
@@ -42,7 +43,7 @@ class MLP(ClassifierModel):
     """Fully connected ReLU network, He-initialised, softmax output."""
 
     defaults = {**ClassifierModel.defaults, "hidden": 256, "lr": 0.05, "n_epochs": 20}
-    checks = {"hidden": (_valid_hidden, "a positive int or a comma list such as '256,128'")}
+    checks = {"hidden": predicate_parser(_valid_hidden, "a positive int or a comma list such as '256,128'")}
 
     def build_data(self):
         (xt, yt), (xv, yv) = load_digits_split(dtype=pytensor.config.floatX)

@@ -65,6 +65,7 @@ import pytensor
 from theanompi.errors import ConfigError
 from theanompi.models.base import ClassifierModel
 from theanompi.models.data.base import DataClass
+from theanompi.options import predicate_parser
 
 #: MODELCLASS -> MODELFILE of every zoo model.
 MODELS = {
@@ -82,7 +83,7 @@ DATA_KINDS = ("digits", "cifar10", "synthetic", "hickle")
 MEAN_FILES = ("img_mean.npy", "mean.npy", "misc/img_mean.npy", "img_mean.hkl", "mean.hkl")
 
 
-# ----- option checks (name -> (predicate, what is allowed)) ------------------------------------
+# ----- option parsers (name -> parser raising InvalidValue: theanompi.options' one style) -------
 def is_int(v, minimum: int = 0) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= minimum
 
@@ -114,7 +115,7 @@ def parse_int_list(value) -> tuple[int, ...]:
 
 
 def int_list_check(length: int | None = None, minimum: int = 1, allow_empty: bool = False):
-    """A ``checks`` entry for comma lists of ints (exactly ``length`` of them when given)."""
+    """A ``checks`` parser for comma lists of ints (exactly ``length`` of them when given)."""
     def check(value) -> bool:
         try:
             items = parse_int_list(value)
@@ -125,11 +126,13 @@ def int_list_check(length: int | None = None, minimum: int = 1, allow_empty: boo
         return all(i >= minimum for i in items) and (length is None or len(items) == length)
 
     n = f"{length} " if length else ""
-    return check, f"a comma list of {n}integers >= {minimum} such as '{','.join(['16'] * (length or 2))}'"
+    example = ",".join(["16"] * (length or 2))
+    return predicate_parser(check, f"a comma list of {n}integers >= {minimum} such as '{example}'")
 
 
 def choice_check(*choices):
-    return (lambda v: v in choices), "one of: " + ", ".join(map(str, choices))
+    """A ``checks`` parser accepting exactly one of ``choices``."""
+    return predicate_parser(lambda v: v in choices, "one of: " + ", ".join(map(str, choices)))
 
 
 def augment_value(v) -> str:
@@ -138,18 +141,18 @@ def augment_value(v) -> str:
 
 DATA_CHECKS = {
     "data": choice_check(*DATA_KINDS),
-    "data_dir": ((lambda v: isinstance(v, str)), "a directory path"),
-    "train_size": ((lambda v: is_int(v, 0)), "an integer >= 0 (0: all)"),
-    "val_size": ((lambda v: is_int(v, 0)), "an integer >= 0 (0: all)"),
-    "input_size": ((lambda v: is_int(v, 0)), "an integer >= 0 (0: the data's own size)"),
-    "channels": ((lambda v: is_int(v, 1)), "an integer >= 1"),
-    "n_classes": ((lambda v: is_int(v, 2)), "an integer >= 2"),
+    "data_dir": predicate_parser(lambda v: isinstance(v, str), "a directory path"),
+    "train_size": predicate_parser(lambda v: is_int(v, 0), "an integer >= 0 (0: all)"),
+    "val_size": predicate_parser(lambda v: is_int(v, 0), "an integer >= 0 (0: all)"),
+    "input_size": predicate_parser(lambda v: is_int(v, 0), "an integer >= 0 (0: the data's own size)"),
+    "channels": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"),
+    "n_classes": predicate_parser(lambda v: is_int(v, 2), "an integer >= 2"),
     "layout": choice_check("bchw", "chwb"),
-    "prefetch": ((lambda v: isinstance(v, bool)), "true or false"),
+    "prefetch": predicate_parser(lambda v: isinstance(v, bool), "true or false"),
     "augment": ((lambda v: augment_value(v) != "" if isinstance(v, (bool, str)) else False),
                 "false, crop or true (crop and flip)"),
     "lr_decay_epochs": int_list_check(minimum=1, allow_empty=True),
-    "lr_decay": ((lambda v: is_number(v) and 0 < v <= 1), "a number in (0, 1]"),
+    "lr_decay": predicate_parser(lambda v: is_number(v) and 0 < v <= 1, "a number in (0, 1]"),
 }
 
 DATA_DEFAULTS = {

@@ -52,6 +52,7 @@ from __future__ import annotations
 import theanompi.models.layers as L
 from theanompi.errors import ConfigError
 from theanompi.models.zoo import ImageClassifier, choice_check, int_list_check, is_int, is_number, parse_int_list
+from theanompi.options import predicate_parser
 
 
 class AlexNet(ImageClassifier):
@@ -62,8 +63,8 @@ class AlexNet(ImageClassifier):
                 "batch_size": 128, "lr": 0.01, "momentum": 0.9, "weight_decay": 0.0005, "n_epochs": 70,
                 "lr_decay_epochs": "20,40,60", "prefetch": True}
     checks = {**ImageClassifier.checks, "widths": int_list_check(length=5),
-              "fc_width": ((lambda v: is_int(v, 1)), "an integer >= 1"),
-              "dropout": ((lambda v: is_number(v) and v < 1), "a number in [0, 1)"),
+              "fc_width": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"),
+              "dropout": predicate_parser(lambda v: is_number(v) and v < 1, "a number in [0, 1)"),
               "stem": choice_check("auto", "imagenet", "small")}
     data_choices = ("hickle", "synthetic")
 

@@ -42,6 +42,7 @@ import theanompi.models.layers as L
 from theanompi.errors import ConfigError
 from theanompi.models.base import ClassifierModel
 from theanompi.models.zoo import ImageClassifier, choice_check, is_int, is_number, subset
+from theanompi.options import predicate_parser
 
 
 class LSTMClassifier(ImageClassifier):
@@ -51,15 +52,15 @@ class LSTMClassifier(ImageClassifier):
                 "num_layers": 1, "grad_clipping": 5.0, "seq_len": 16, "n_features": 8, "n_classes": 10,
                 "prefetch": False, "lr": 0.1, "n_epochs": 20}
     checks = {"data": choice_check("digits", "synthetic"),
-              "train_size": ((lambda v: is_int(v, 0)), "an integer >= 0 (0: all)"),
-              "val_size": ((lambda v: is_int(v, 0)), "an integer >= 0 (0: all)"),
-              "num_units": ((lambda v: is_int(v, 1)), "an integer >= 1"),
-              "num_layers": ((lambda v: is_int(v, 1)), "an integer >= 1"),
-              "grad_clipping": ((lambda v: is_number(v)), "a number >= 0 (0: off)"),
-              "seq_len": ((lambda v: is_int(v, 1)), "an integer >= 1"),
-              "n_features": ((lambda v: is_int(v, 1)), "an integer >= 1"),
-              "n_classes": ((lambda v: is_int(v, 2)), "an integer >= 2"),
-              "prefetch": ((lambda v: isinstance(v, bool)), "true or false")}
+              "train_size": predicate_parser(lambda v: is_int(v, 0), "an integer >= 0 (0: all)"),
+              "val_size": predicate_parser(lambda v: is_int(v, 0), "an integer >= 0 (0: all)"),
+              "num_units": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"),
+              "num_layers": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"),
+              "grad_clipping": predicate_parser(lambda v: is_number(v), "a number >= 0 (0: off)"),
+              "seq_len": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"),
+              "n_features": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"),
+              "n_classes": predicate_parser(lambda v: is_int(v, 2), "an integer >= 2"),
+              "prefetch": predicate_parser(lambda v: isinstance(v, bool), "true or false")}
     data_choices = ("digits", "synthetic")
 
     @classmethod

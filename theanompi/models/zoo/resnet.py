@@ -60,6 +60,7 @@ import pytensor.tensor as pt
 import theanompi.models.layers as L
 from theanompi.errors import ConfigError
 from theanompi.models.zoo import ImageClassifier, choice_check, is_int
+from theanompi.options import predicate_parser
 
 
 def _valid_depth(v) -> bool:
@@ -108,8 +109,9 @@ class ResNet(ImageClassifier):
     defaults = {**ImageClassifier.defaults, "data": "cifar10", "depth": 32, "width": 16, "shortcut": "A",
                 "bn_eval": "running", "batch_size": 128, "lr": 0.1, "momentum": 0.9, "weight_decay": 0.0001,
                 "n_epochs": 164, "lr_decay_epochs": "82,123"}
-    checks = {**ImageClassifier.checks, "depth": (_valid_depth, "6n+2 for n >= 1: 8, 14, 20, 32, 44, 56, 110, ..."),
-              "width": ((lambda v: is_int(v, 1)), "an integer >= 1"), "shortcut": choice_check("A", "B"),
+    checks = {**ImageClassifier.checks,
+              "depth": predicate_parser(_valid_depth, "6n+2 for n >= 1: 8, 14, 20, 32, 44, 56, 110, ..."),
+              "width": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"), "shortcut": choice_check("A", "B"),
               "bn_eval": choice_check("running", "batch")}
     data_choices = ("cifar10", "synthetic", "digits")
 

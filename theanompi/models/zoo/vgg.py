@@ -47,6 +47,7 @@ from __future__ import annotations
 import theanompi.models.layers as L
 from theanompi.errors import ConfigError
 from theanompi.models.zoo import ImageClassifier, choice_check, int_list_check, is_int, is_number, parse_int_list
+from theanompi.options import predicate_parser
 
 #: Convolutions per stage of each depth.
 CONFIGS = {11: (1, 1, 2, 2, 2), 13: (2, 2, 2, 2, 2), 16: (2, 2, 3, 3, 3), 19: (2, 2, 4, 4, 4)}
@@ -60,9 +61,9 @@ class VGG(ImageClassifier):
                 "batch_size": 64, "lr": 0.01, "momentum": 0.9, "weight_decay": 0.0005, "n_epochs": 74,
                 "lr_decay_epochs": "30,60", "prefetch": True}
     checks = {**ImageClassifier.checks, "depth": choice_check(*CONFIGS), "widths": int_list_check(length=5),
-              "fc_width": ((lambda v: is_int(v, 1)), "an integer >= 1"),
-              "dropout": ((lambda v: is_number(v) and v < 1), "a number in [0, 1)"),
-              "batch_norm": ((lambda v: isinstance(v, bool)), "true or false")}
+              "fc_width": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"),
+              "dropout": predicate_parser(lambda v: is_number(v) and v < 1, "a number in [0, 1)"),
+              "batch_norm": predicate_parser(lambda v: isinstance(v, bool), "true or false")}
     data_choices = ("hickle", "synthetic")
 
     def build_layers(self, net):

@@ -81,6 +81,7 @@ from pytensor.graph.replace import clone_replace
 import theanompi.models.layers as L
 from theanompi.models.base import ClassifierModel
 from theanompi.models.zoo import int_list_check, is_int, is_number, parse_int_list, subset
+from theanompi.options import predicate_parser
 
 
 class WGAN:
@@ -89,14 +90,14 @@ class WGAN:
     defaults: dict[str, Any] = {"batch_size": 64, "lr": 0.0002, "rho": 0.9, "clip": 0.1, "n_critic": 5,
                                 "z_dim": 16, "critic_hidden": "128,128", "gen_hidden": "128,128", "train_size": 0,
                                 "val_size": 0, "n_epochs": 30}
-    checks: dict[str, tuple] = {
-        "rho": ((lambda v: is_number(v) and v < 1), "a number in [0, 1)"),
-        "clip": ((lambda v: is_number(v) and v > 0), "a number > 0"),
-        "n_critic": ((lambda v: is_int(v, 1)), "an integer >= 1"),
-        "z_dim": ((lambda v: is_int(v, 1)), "an integer >= 1"),
+    checks = {
+        "rho": predicate_parser(lambda v: is_number(v) and v < 1, "a number in [0, 1)"),
+        "clip": predicate_parser(lambda v: is_number(v) and v > 0, "a number > 0"),
+        "n_critic": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"),
+        "z_dim": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"),
         "critic_hidden": int_list_check(), "gen_hidden": int_list_check(),
-        "train_size": ((lambda v: is_int(v, 0)), "an integer >= 0 (0: all)"),
-        "val_size": ((lambda v: is_int(v, 0)), "an integer >= 0 (0: all)"),
+        "train_size": predicate_parser(lambda v: is_int(v, 0), "an integer >= 0 (0: all)"),
+        "val_size": predicate_parser(lambda v: is_int(v, 0), "an integer >= 0 (0: all)"),
     }
     #: Unknown names and bad values end with a ConfigError at launch (ClassifierModel's checks).
     validate_options = classmethod(ClassifierModel.validate_options.__func__)
