@@ -86,6 +86,20 @@ def test_compile_is_a_phase_of_its_own(tmp_path):
     assert abs(summary["compile_s"] - rec.totals["compile"]) < 1e-5
 
 
+def test_the_first_validation_call_is_compile_and_off_the_time_axis():
+    rec = Recorder(None)
+    start = time.perf_counter()
+    time.sleep(0.3)  # the first call: pytensor builds the function's thunks
+    rec.first_validation_call(time.perf_counter() - start)
+    rec.first_validation_call(0.2)  # a later call: not compile
+    epoch = rec.end_epoch(0, {})
+    assert 0.3 <= epoch["compile_s"] < 0.5 and rec.totals["compile"] == epoch["compile_s"]
+    assert epoch["elapsed_no_compile_s"] < 0.1  # the recorder's clock, less the compile
+    server = Recorder(None, warmup_iterations=0)  # warmed up by its owner (the EASGD server)
+    server.first_validation_call(0.3)
+    assert server.totals["compile"] == 0.0
+
+
 def test_no_warm_up_when_asked_and_unknown_phases_are_refused():
     rec = Recorder(None, warmup_iterations=0)
     with rec.timer("calc"):

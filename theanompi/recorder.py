@@ -64,13 +64,15 @@ class Recorder:
     write : bool
         Whether this rank writes the files (rank 0 does).
     warmup_iterations : int
-        The first iterations recorded as the 'compile' phase instead of calc/comm/wait.
+        The first iterations recorded as the 'compile' phase instead of calc/comm/wait; with any, the
+        first validation call (:meth:`first_validation_call`) is compile too (0: neither).
     """
 
     def __init__(self, run_dir: Path | None, write: bool = True, warmup_iterations: int = 1):
         self.run_dir = Path(run_dir) if run_dir else None
         self.write = write and self.run_dir is not None
         self.warmup_iterations = warmup_iterations
+        self.validation_warmed_up = warmup_iterations == 0  # the first val_iter call compiles and loads too
         self._clock_start = time.perf_counter()
         self._clock_excluded = 0.0  # phase seconds spent since the clock started
         self._epoch_phases = {k: 0.0 for k in PHASES}
@@ -151,6 +153,14 @@ class Recorder:
     def record_phase(self, phase: str, seconds: float) -> None:
         """Add ``seconds`` spent before this recorder started (e.g. building the model) to ``phase``."""
         self._add_phase(phase, seconds)
+
+    def first_validation_call(self, seconds: float) -> None:
+        """The session's first validation call took ``seconds``: count it as compile (pytensor builds the
+        function's thunks on the first call), off the clock of the curves; later calls are ignored here."""
+        if not self.validation_warmed_up:
+            self.validation_warmed_up = True
+            self._add_phase("compile", seconds)
+            self._clock_excluded += seconds
 
     def _add_phase(self, phase: str, seconds: float) -> None:
         if phase not in PHASES:

@@ -41,7 +41,9 @@ def validate(model, recorder, comm) -> dict[str, float]:
     """Run every validation batch on this rank; metrics averaged over all ranks' samples."""
     ACTIVITY.enter("validation")
     for count in range(model.data.n_batch_val):
+        start = time.perf_counter()
         model.val_iter(count, recorder)
+        recorder.first_validation_call(time.perf_counter() - start)
         ACTIVITY.progress()
     loss_sum, err_sum, n, top5_sum, n_top5 = allreduce_sums(comm, recorder.val_sums() + recorder.val_top5_sums())
     if n == 0:
