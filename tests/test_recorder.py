@@ -93,7 +93,7 @@ def test_the_first_validation_call_is_compile_and_off_the_time_axis():
     rec.first_validation_call(time.perf_counter() - start)
     rec.first_validation_call(0.2)  # a later call: not compile
     epoch = rec.end_epoch(0, {})
-    assert 0.3 <= epoch["compile_s"] < 0.5 and rec.totals["compile"] == epoch["compile_s"]
+    assert 0.3 <= epoch["compile_s"] < 0.5 and abs(rec.totals["compile"] - epoch["compile_s"]) < 1e-5
     assert epoch["elapsed_no_compile_s"] < 0.1  # the recorder's clock, less the compile
     server = Recorder(None, warmup_iterations=0)  # warmed up by its owner (the EASGD server)
     server.first_validation_call(0.3)
