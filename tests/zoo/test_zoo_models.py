@@ -12,6 +12,7 @@ from theanompi.errors import ConfigError
 from theanompi.models import zoo
 from theanompi.models.zoo.cifar10_cnn import CifarCNN
 from theanompi.models.zoo.lstm import LSTMClassifier
+from theanompi.options import InvalidValue
 
 if str(ASSETS) not in sys.path:
     sys.path.insert(0, str(ASSETS))
@@ -47,8 +48,11 @@ def test_bad_options_end_with_one_config_error(cls, options, fragment):
 
 def test_int_lists_from_cfg_text():
     assert zoo.parse_int_list("16, 32,64") == (16, 32, 64) and zoo.parse_int_list(8) == (8,)
-    check, _ = zoo.int_list_check(length=2)
-    assert check("32,64") and not check("32") and not check("a,b") and not check(True)
+    parse = zoo.int_list_check(length=2)
+    assert parse("32,64") == "32,64"
+    for bad in ("32", "a,b", True):
+        with pytest.raises(InvalidValue, match="^use a comma list of 2 integers >= 1 such as '16,16'$"):
+            parse(bad)
 
 
 @pytest.mark.slow

@@ -149,8 +149,8 @@ DATA_CHECKS = {
     "n_classes": predicate_parser(lambda v: is_int(v, 2), "an integer >= 2"),
     "layout": choice_check("bchw", "chwb"),
     "prefetch": predicate_parser(lambda v: isinstance(v, bool), "true or false"),
-    "augment": ((lambda v: augment_value(v) != "" if isinstance(v, (bool, str)) else False),
-                "false, crop or true (crop and flip)"),
+    "augment": predicate_parser(lambda v: augment_value(v) != "" if isinstance(v, (bool, str)) else False,
+                                "false, crop or true (crop and flip)"),
     "lr_decay_epochs": int_list_check(minimum=1, allow_empty=True),
     "lr_decay": predicate_parser(lambda v: is_number(v) and 0 < v <= 1, "a number in (0, 1]"),
 }
