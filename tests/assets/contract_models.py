@@ -64,17 +64,6 @@ class NaNInjector(MLP):
         return vector
 
 
-class HangsOnRank1(MLP):
-    """Rank 1 stops doing anything (a hang outside any exchange) at its 3rd step."""
-
-    def train_iter(self, count, recorder):
-        if self.config.rank == 1 and count == 2:
-            import time
-
-            time.sleep(3600)
-        return super().train_iter(count, recorder)
-
-
 class RankDependentShape(MLP):
     """Worker k has a hidden layer of 32 + k units: the ranks disagree on parameter shapes."""
 
@@ -95,8 +84,9 @@ class Napper(MLP):
 
 class HangsWhere(MLP):
     """The rank built with ``config.rank == hang_rank`` stops doing anything in phase ``hang_in``:
-    'build' (its constructor), 'train' (its 3rd step) or 'val' (its 2nd validation batch; EASGD's
-    server, built as rank 0, validates and warms up with one batch while it builds)."""
+    'build' (its constructor), 'train' (its first step: under EASGD a fast worker may take every later
+    step from a slow one) or 'val' (its 2nd validation batch; EASGD's server, built as rank 0, validates
+    and warms up with one batch while it builds)."""
 
     defaults = {**MLP.defaults, "hang_in": "train", "hang_rank": 1}
 
@@ -109,10 +99,12 @@ class HangsWhere(MLP):
     def __init__(self, config):
         super().__init__(config)
         self._val_calls = 0
+        self._train_calls = 0
         self._hang_if("build")
 
     def train_iter(self, count, recorder):
-        if count == 2:
+        self._train_calls += 1
+        if self._train_calls == 1:
             self._hang_if("train")
         return super().train_iter(count, recorder)
 
