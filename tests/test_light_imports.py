@@ -16,10 +16,10 @@ from conftest import ROOT
 HEAVY = ("mpi4py", "pytensor")
 
 
-def modules_loaded_by(statement: str) -> list[str]:
-    """The HEAVY packages present in a fresh interpreter's ``sys.modules`` after ``statement``."""
+def modules_loaded_by(statement: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:
+    """The ``heavy`` packages present in a fresh interpreter's ``sys.modules`` after ``statement``."""
     probe = (f"import json, sys\n{statement}\n"
-             f"print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))")
+             f"print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)))")
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -32,3 +32,10 @@ def test_launcher_imports_stay_light(module: str) -> None:
 
 def test_probe_sees_a_heavy_import() -> None:
     assert modules_loaded_by("import mpi4py, pytensor") == ["mpi4py", "pytensor"]
+
+
+def test_c_mode_model_code_does_not_import_jax() -> None:
+    """jax costs ~1 s per rank: only the JAX compute mode (``pytensor_mode("jax")``) imports it."""
+    statement = "import theanompi.models.layers, theanompi.models.ops, theanompi.models.zoo.resnet"
+    assert modules_loaded_by(statement, ("jax",)) == []
+    assert modules_loaded_by("import jax", ("jax",)) == ["jax"]

@@ -123,6 +123,9 @@ def test_layer_keeps_graph_version_where_the_op_does_not_apply():
 
 def test_fused_batch_norm_under_jax_matches_c():
     pytest.importorskip("jax")
+    from theanompi.models.ops import jax_dispatch
+
+    assert jax_dispatch.register()
     x, gamma, beta, gy = _data((6, 3, 4, 4), "float32", seed=6)
     c_out = _fused_fn(4, "float32", 1e-3)(x, gamma, beta, gy)
     jax_out = _fused_fn(4, "float32", 1e-3, mode="JAX")(x, gamma, beta, gy)

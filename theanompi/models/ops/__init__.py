@@ -8,9 +8,13 @@ Example
 >>> from theanompi.models.ops import conv2d, max_pool2d
 >>> x = pt.tensor4("x"); W = pt.tensor4("W")
 >>> h = max_pool2d(pt.maximum(conv2d(x, W, pad=1), 0), 2)
+
+Their JAX implementations are registered by ``theanompi.compute.pytensor_mode("jax")``; code that
+compiles them with pytensor's ``mode="JAX"`` itself calls
+:func:`theanompi.models.ops.jax_dispatch.register` first (importing jax costs ~1 s, so C-mode ranks
+never do).
 """
 
-from theanompi.models.ops import jax_dispatch
 from theanompi.models.ops.batch_norm import BatchNormTrain, BatchNormTrainGrad, batch_norm_train
 from theanompi.models.ops.conv import (
     Conv2d,
@@ -20,8 +24,6 @@ from theanompi.models.ops.conv import (
     conv2d,
 )
 from theanompi.models.ops.pool import Pool2d, Pool2dGrad, avg_pool2d, max_pool2d
-
-jax_dispatch.register()
 
 __all__ = [
     "BatchNormTrain",

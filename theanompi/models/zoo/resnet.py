@@ -93,13 +93,17 @@ class ChannelPadShortcut(L.Layer):
 
     def get_output_for(self, input, **kwargs):
         x = input[:, :, ::self.stride, ::self.stride]
-        n, _, h, w = x.shape
-        parts = []
-        if self.before:
-            parts.append(pt.zeros((n, self.before, h, w), dtype=x.dtype))
+        # zeros shaped by broadcasting, not pt.zeros(x.shape...): that infers the static shape
+        # through the whole network above it (measured: 3.2 s of ResNet-20's 3.7 s build)
+        one_channel = pt.zeros_like(x[:, :1])
+
+        def zeros(channels):
+            return one_channel + np.zeros((1, channels, 1, 1), dtype=x.dtype)
+
+        parts = [zeros(self.before)] if self.before else []
         parts.append(x)
         if self.after:
-            parts.append(pt.zeros((n, self.after, h, w), dtype=x.dtype))
+            parts.append(zeros(self.after))
         return pt.concatenate(parts, axis=1) if len(parts) > 1 else x
 
 
