@@ -37,6 +37,7 @@ import pytensor.tensor as pt
 from theanompi import arrays
 from theanompi.compute import check_jax_device, keep_on_device, pytensor_mode, resolve_compute
 from theanompi.models.data.digits import load_digits_split  # noqa: F401  (docstring example)
+from theanompi.models.function_cache import cached_function
 from theanompi.models.hyperparams import ClassifierHyperParams
 from theanompi.params import assign
 from theanompi.session_options import typed_options
@@ -120,8 +121,8 @@ class ClassifierModel(ClassifierHyperParams):
         unchecked, so a device array argument stays on the device (pytensor's input
         check would copy it to the host); the caller supplies the declared dtype.
         """
-        return pytensor.function(inputs, outputs, updates=updates, mode=pytensor_mode(self.compute),
-                                 trust_input=trust_input and self.compute == "jax")
+        return cached_function(inputs, outputs, updates=updates, mode=pytensor_mode(self.compute),
+                               trust_input=trust_input and self.compute == "jax")
 
     def compile_iter_fns(self, sync_type: str | None = None) -> None:
         """Compile validation plus, for ``cdd``, gradient and update functions; else one step function."""

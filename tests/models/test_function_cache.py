@@ -1,0 +1,190 @@
+"""The disk cache of compiled functions: the key follows the graph's structure (and nothing else), a
+loaded function computes exactly what a fresh compile does on the model's own shared variables, and every
+odd case (an indescribable graph, a damaged entry, the cache turned off) compiles as usual."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+import pytest
+from conftest import ROOT
+
+import theanompi.models.layers as L
+from theanompi.contract import WorkerConfig
+from theanompi.models import function_cache as fc
+from theanompi.models.mlp import MLP
+from theanompi.recorder import Recorder
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    """Each test its own function cache (the C modules stay in the shared compile cache)."""
+    monkeypatch.setenv("THEANOMPI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("THEANOMPI_FUNCTION_CACHE", raising=False)
+    return tmp_path / "cache" / "functions"
+
+
+def entries(directory) -> list[str]:
+    return sorted(p.name for p in directory.glob("*.pkl")) if directory.exists() else []
+
+
+def small_graph(momentum=0.9, dtype="float32", shape=(None, 3)):
+    x = pt.tensor("x", dtype=dtype, shape=shape)
+    w = pytensor.shared(np.ones(3, dtype=dtype), name="w")
+    v = pytensor.shared(np.zeros(3, dtype=dtype), name="v")
+    loss = ((x @ w) ** 2).mean()
+    v_new = momentum * v - 0.1 * pytensor.grad(loss, w)
+    return [x], [loss], [(v, v_new), (w, w + v_new)]
+
+
+def key_of(*args, **kwargs) -> str:
+    return fc.graph_signature(*small_graph(*args, **kwargs))[0]
+
+
+def test_key_is_the_same_for_the_same_graph_built_twice_and_in_another_process():
+    probe = ("import numpy as np, pytensor, pytensor.tensor as pt\n"
+             "from theanompi.models import function_cache as fc\n"
+             f"{inspect.getsource(small_graph)}\n{inspect.getsource(key_of)}\nprint(key_of())")
+    keys = {key_of(), key_of()}
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}
+        proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, env=env,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        keys.add(proc.stdout.strip().splitlines()[-1])
+    assert len(keys) == 1, keys
+
+
+@pytest.mark.parametrize("change", [{"momentum": 0.5}, {"dtype": "float64"}, {"shape": (4, 3)}])
+def test_key_changes_with_a_constant_a_dtype_or_a_static_shape(change):
+    assert key_of(**change) != key_of()
+
+
+def test_key_changes_with_the_updates_and_the_borrow_flag():
+    inputs, outputs, updates = small_graph()
+    base = fc.graph_signature(inputs, outputs, updates)[0]
+    assert fc.graph_signature(inputs, outputs, updates[:1])[0] != base
+    assert fc.graph_signature(inputs, [pytensor.Out(outputs[0], borrow=True)], updates)[0] != base
+
+
+def test_loaded_function_updates_the_callers_own_shared_variables(private_cache):
+    first = small_graph()
+    fc.cached_function(*first)
+    assert len(entries(private_cache)) == 1
+    inputs, outputs, updates = small_graph()  # new shared variables, same structure
+    w, v = updates[1][0], updates[0][0]
+    f = fc.cached_function(inputs, outputs, updates)
+    assert f.maker.fgraph is not None and len(entries(private_cache)) == 1
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    w.set_value(np.array([1.0, -1.0, 0.5], dtype="float32"))
+    loss = float(f(x)[0])
+    np.testing.assert_allclose(loss, ((x @ np.array([1.0, -1.0, 0.5])) ** 2).mean(), rtol=1e-6)
+    assert np.abs(v.get_value()).sum() > 0 and not np.allclose(w.get_value(), [1.0, -1.0, 0.5])
+    assert np.all(first[2][1][0].get_value() == 1.0)  # the first graph's variables were not touched
+
+
+def mlp(**options):
+    return MLP(WorkerConfig(rank=0, size=1, seed=0, device="cpu0", model_options={"hidden": 16, **options}))
+
+
+def three_steps(model) -> list[np.ndarray]:
+    model.compile_iter_fns(None)
+    model.adjust_hyperp(0)
+    recorder = Recorder(None)
+    for count in range(3):
+        model.train_iter(count, recorder)
+    model.val_iter(0, recorder)
+    return [p.get_value() for p in model.params + model.state_vars] + [np.asarray(recorder.train_sums())]
+
+
+def test_cached_model_trains_bit_for_bit_like_a_fresh_compile(private_cache, monkeypatch):
+    monkeypatch.setenv("THEANOMPI_FUNCTION_CACHE", "off")
+    reference = three_steps(mlp())
+    assert entries(private_cache) == []
+    monkeypatch.delenv("THEANOMPI_FUNCTION_CACHE")
+    stored = three_steps(mlp())
+    assert len(entries(private_cache)) == 2  # the training step and validation
+    loaded = three_steps(mlp())
+    assert len(entries(private_cache)) == 2
+    for a, b, c in zip(reference, stored, loaded):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
+
+
+def test_default_updates_of_a_loaded_function_advance_the_callers_random_state(private_cache):
+    def dropout_fn():
+        l_in = L.InputLayer((None, 50))
+        out = L.get_output(L.DropoutLayer(l_in, p=0.5))
+        return fc.cached_function([l_in.input_var], out)
+
+    dropout_fn()
+    f = dropout_fn()
+    assert len(entries(private_cache)) == 1
+    x = np.ones((4, 50), dtype="float32")
+    first, second = f(x), f(x)
+    assert set(np.unique(first)) <= {0.0, 2.0} and not np.array_equal(first, second)
+
+
+def test_a_graph_it_cannot_describe_compiles_without_the_cache(private_cache):
+    x = pt.vector("x")
+    squares = pytensor.scan(lambda v: v ** 2, sequences=[x], return_updates=False)
+    with pytest.raises(fc.Uncacheable, match="inner graph"):
+        fc.graph_signature([x], [squares])
+    f = fc.cached_function([x], squares)
+    np.testing.assert_allclose(f(np.arange(3, dtype=x.dtype)), [0, 1, 4])
+    assert entries(private_cache) == []
+
+
+def test_a_damaged_entry_is_compiled_again_and_replaced(private_cache, caplog):
+    fc.cached_function(*small_graph())
+    (path,) = private_cache.glob("*.pkl")
+    path.write_bytes(b"not a pickle")
+    inputs, outputs, updates = small_graph()
+    f = fc.cached_function(inputs, outputs, updates)
+    assert "cannot use" in caplog.text
+    assert float(f(np.ones((1, 3), dtype="float32"))[0]) == 9.0
+    assert path.read_bytes() != b"not a pickle"
+
+
+def test_other_modes_are_not_cached(private_cache):
+    inputs, outputs, updates = small_graph()
+    fc.cached_function(inputs, outputs, updates, mode="FAST_COMPILE")
+    assert entries(private_cache) == []
+
+
+def test_uncacheable_descriptions_name_their_reason():
+    with pytest.raises(fc.Uncacheable, match="lambda"):
+        fc.describe({"f": lambda: 1})
+    assert fc.describe({"b": 2, "a": (1, 2.5)}) == fc.describe({"a": (1, 2.5), "b": 2})
+    assert json.dumps(fc.describe(np.arange(3)))  # a printable, stable string
+
+
+def test_conv_batch_norm_pool_network_is_cached_and_loads_to_the_same_step(private_cache):
+    """Our own ops (conv, pooling, fused batch norm) and batch norm's running averages through a loaded step."""
+    def step():
+        l_in = L.InputLayer((None, 3, 8, 8))
+        net = L.MaxPool2DLayer(L.BatchNormLayer(L.Conv2DLayer(l_in, 4, 3, pad=1)), 2)
+        net = L.DenseLayer(net, 5, nonlinearity=L.nonlinearities.softmax)
+        y = pt.ivector("y")
+        loss = L.objectives.categorical_crossentropy(L.get_output(net), y).mean()
+        params = L.get_all_params(net, trainable=True)
+        updates = L.updates.sgd(loss, params, 0.1)
+        f = fc.cached_function([l_in.input_var, y], loss, updates=updates)
+        return f, L.get_all_param_values(net), net
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(6, 3, 8, 8)).astype("float32"), rng.integers(0, 5, 6).astype("int32")
+    f1, start, net1 = step()
+    f2, _, net2 = step()
+    assert len(entries(private_cache)) == 1
+    L.set_all_param_values(net2, start)
+    assert [float(f1(x, y)) for _ in range(3)] == [float(f2(x, y)) for _ in range(3)]
+    for a, b in zip(L.get_all_param_values(net1), L.get_all_param_values(net2)):
+        np.testing.assert_array_equal(a, b)  # weights and the running averages moved alike
