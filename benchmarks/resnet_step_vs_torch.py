@@ -11,9 +11,14 @@ SGD(momentum 0.9, weight decay 1e-4). Same threads (``--threads``), interleaved
 blocks, medians (see ``cnn_step_vs_torch.py``). Initial weights differ, so no
 loss comparison here (the ops are checked against references in the tests).
 
-Compile time: two child processes build and compile the model with an empty
-compile cache (cold: every C module is built) and then with that cache filled
-(warm), each timed from model construction to compiled functions.
+Compile time: child processes build and compile the model with an empty
+compile cache (cold: every C module is built, the rewritten functions are
+stored), then with that cache filled (warm: the functions load from the
+function cache, ``theanompi.models.function_cache``), then warm again with
+the function cache off (``warm_rewrite``: pytensor rewrites the graphs, as
+every rank did before that cache); each is timed from model construction
+to compiled functions. ``warm_first`` is the first process after the cold
+one: it also pays pytensor's first look at the newly built modules.
 
 Example
 -------
@@ -76,14 +81,17 @@ def compile_seconds(batch: int) -> dict:
 
 
 def measure_compile(batch: int, threads: int) -> dict:
-    """Cold (empty cache) and warm compile times, each in a fresh interpreter."""
+    """Cold (empty cache), warm and warm-without-function-cache compile times, each in a fresh interpreter."""
     out = {}
     with tempfile.TemporaryDirectory(prefix="tmpi-cache-") as cache:
         env = {**os.environ, "THEANOMPI_CACHE_DIR": cache, "PYTHONPATH": str(ROOT)}
         env.pop("PYTENSORRC", None)
-        for label in ("cold", "warm"):
+        env.pop("THEANOMPI_FUNCTION_CACHE", None)
+        runs = [("cold", {}), ("warm_first", {}), ("warm", {}),
+                ("warm_rewrite", {"THEANOMPI_FUNCTION_CACHE": "off"})]
+        for label, extra in runs:
             argv = [sys.executable, __file__, "--child-compile", "--batch", str(batch), "--threads", str(threads)]
-            proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1800)
+            proc = subprocess.run(argv, env={**env, **extra}, capture_output=True, text=True, timeout=1800)
             if proc.returncode != 0:
                 raise SystemExit(f"compile child failed:\n{proc.stderr[-3000:]}")
             out[label] = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -77,8 +77,11 @@ def test_ctrl_c_ends_every_rank(tmp_path):
     cfg = write_cfg(tmp_path / "s.cfg", MODELFILE=str(ASSETS / "contract_models.py"), MODELCLASS="Sleeper",
                     N_EPOCHS=50, RUN_DIR="sleepy")
     exe = os.path.join(os.path.dirname(sys.executable), "tmlauncher")
+    # a foreground launcher in a terminal: SIGINT not ignored, even when this suite runs as a background job
+    # of a non-interactive shell (which starts it, and so every child, with SIGINT ignored)
     proc = subprocess.Popen([exe, f"-cfg={cfg}"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 120
     while time.time() < deadline and not (tmp_path / "sleepy" / "iterations.jsonl").exists():
         time.sleep(0.5)
