@@ -188,3 +188,22 @@ def test_conv_batch_norm_pool_network_is_cached_and_loads_to_the_same_step(priva
     assert [float(f1(x, y)) for _ in range(3)] == [float(f2(x, y)) for _ in range(3)]
     for a, b in zip(L.get_all_param_values(net1), L.get_all_param_values(net2)):
         np.testing.assert_array_equal(a, b)  # weights and the running averages moved alike
+
+
+def test_a_deep_graph_pickles_without_deep_recursion():
+    """Nodes are written inputs first, so pickle's recursion does not follow the graph's depth."""
+    x = pt.matrix("x")
+    w = pytensor.shared(np.eye(3, dtype=x.dtype) * 2, name="w")
+    h = x
+    for _ in range(600):
+        h = pt.dot(h, w) * np.asarray(0.5, dtype=x.dtype)  # 1,200 nodes deep before rewriting
+    f = pytensor.function([x], h)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(300)
+    try:
+        blob = fc._dump(f.maker, [w])
+    finally:
+        sys.setrecursionlimit(limit)
+    loaded = fc._load(blob, [w]).create()
+    ones = np.ones((2, 3), dtype=x.dtype)
+    np.testing.assert_allclose(loaded(ones), f(ones))

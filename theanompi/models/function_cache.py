@@ -293,15 +293,25 @@ class _Pickler(pickle.Pickler):
         from pytensor.graph.utils import Scratchpad
 
         if isinstance(obj, Scratchpad) and "trace" in obj.__dict__:
-            return _rebuilt, (type(obj), {k: v for k, v in obj.__dict__.items() if k != "trace"})
+            return _new, (type(obj),), {k: v for k, v in obj.__dict__.items() if k != "trace"}
         if type(obj) is FunctionGraph:
-            return _rebuilt, (FunctionGraph, _without_rewriting_features(obj.__getstate__()))
+            state = _without_rewriting_features(obj.__getstate__())
+            state["clients"] = _live_clients(obj.clients, obj.variables)
+            return _new, (FunctionGraph,), state
+        if type(obj).__name__ == "DestroyHandler" and isinstance(getattr(obj, "clients", None), dict):
+            state = dict(vars(obj), clients=_live_clients(obj.clients, obj.fgraph.variables))
+            return _new, (type(obj),), state
         return NotImplemented
 
 
 #: features a compiled function's graph keeps only for rewriting it: with them a ResNet-20 step function
 #: pickles the graphs of every shape it ever inferred (12016 Apply nodes for a 431-node function)
 REWRITING_FEATURES = ("shape_feature", "merge_feature", "assumption_feature")
+
+
+def _live_clients(clients: dict, variables) -> dict:
+    """``clients`` without the variables the rewrites removed (no clients left; each keeps its old graph alive)."""
+    return {var: users for var, users in clients.items() if users or var in variables}
 
 
 def _without_rewriting_features(state: dict) -> dict:
@@ -311,11 +321,13 @@ def _without_rewriting_features(state: dict) -> dict:
     return state
 
 
-def _rebuilt(cls, attributes: dict):
-    """An object of ``cls`` with these attributes, its constructor not called (see :class:`_Pickler`)."""
-    obj = cls.__new__(cls)
-    obj.__dict__.update(attributes)
-    return obj
+def _new(cls):
+    """An empty object of ``cls`` (its constructor not called); unpickling then fills in its attributes.
+
+    Written as (callable, args, state), not (callable, args-with-state), so the object is in pickle's memo
+    before its state: a graph and its features refer to each other.
+    """
+    return cls.__new__(cls)
 
 
 class _Unpickler(pickle.Unpickler):
@@ -332,16 +344,27 @@ class _Unpickler(pickle.Unpickler):
         return self.containers[k]
 
 
+def _graph_variables(maker) -> list:
+    """Every variable the maker refers to: its rewritten graph and the graph it was compiled from."""
+    fgraph = maker.fgraph
+    found = list(fgraph.outputs) + list(_live_clients(fgraph.clients, fgraph.variables))
+    for spec in maker.inputs:
+        found += [spec.variable] + ([spec.update] if spec.update is not None else [])
+    return found + [spec.variable for spec in maker.outputs]
+
+
 def _dump(maker, shared: list) -> bytes:
-    """The pickled maker; RecursionError for a graph deeper than pickle's recursion limit (not cached)."""
+    """The pickled maker. Its Apply nodes go first, inputs before users: pickling one then meets only
+    nodes already written, so pickle's recursion stays shallow however deep the graph is."""
     buffer = io.BytesIO()
-    _Pickler(buffer, [v.container for v in shared]).dump(maker)
+    _Pickler(buffer, [v.container for v in shared]).dump((_ordered_nodes(_graph_variables(maker)), maker))
     return buffer.getvalue()
 
 
 def _load(blob: bytes, shared: list):
-    """The maker of :func:`_dump`, bound to ``shared`` (unpickling does not recurse along the graph)."""
-    return _Unpickler(io.BytesIO(blob), [v.container for v in shared]).load()
+    """The maker of :func:`_dump`, bound to ``shared``."""
+    _, maker = _Unpickler(io.BytesIO(blob), [v.container for v in shared]).load()
+    return maker
 
 
 def _store(path: Path, maker, shared: list) -> None:
