@@ -48,14 +48,16 @@ class Sleeper(MLP):
 
 
 class NaNInjector(MLP):
-    """Worker 1 poisons its state at the 3rd step of the 2nd epoch: the cdd update vector's last
-    element becomes Inf; in every other mode parameter W1 becomes NaN."""
+    """Worker 1 poisons its state at its first step (the only step an EASGD worker is sure to be
+    granted: a faster worker may train all the others): the cdd update vector's last element
+    becomes Inf; in every other mode parameter W1 becomes NaN."""
 
     def train_iter(self, count, recorder):
         import numpy as np
 
         vector = super().train_iter(count, recorder)
-        if self.config.rank == 1 and self._epoch == 1 and count == 2:
+        self._steps_done = getattr(self, "_steps_done", 0) + 1
+        if self.config.rank == 1 and self._steps_done == 1:
             if vector is not None:
                 vector[-1] = np.inf
             else:
