@@ -45,6 +45,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.cnn_step_vs_torch import machine_info, set_threads, time_interleaved  # noqa: E402
 
 DEFAULT_JSON = ROOT / "benchmarks" / "results" / "resnet_step.json"
+#: where ``--compile-only`` writes (not over the step timings of a full run)
+COMPILE_JSON = ROOT / "benchmarks" / "results" / "resnet_compile.json"
 
 
 def parse_args(argv=None):
@@ -152,7 +154,7 @@ def main(argv=None) -> int:
     if args.compile_only:
         result = {"benchmark": "resnet_step_vs_torch", "batch": args.batch, "compile": compile_times,
                   "machine": machine_info()}
-        _write(args.json, result)
+        _write(args.json if args.json != DEFAULT_JSON else COMPILE_JSON, result)
         return 0
     try:
         import torch
