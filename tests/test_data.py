@@ -71,3 +71,23 @@ def test_digits_split_is_real_and_fixed():
     assert set(np.unique(yt)) == set(range(10))
     (xt2, _), _ = load_digits_split()
     np.testing.assert_array_equal(xt, xt2)
+
+
+def test_digits_read_without_sklearn_equal_sklearns_own_loader():
+    """The digits come from scikit-learn's file through numpy (importing sklearn costs each rank ~1.6 s)."""
+    from sklearn.datasets import load_digits
+
+    from theanompi.models.data.digits import digits_file, load_digits_arrays
+
+    assert digits_file() is not None  # else the fallback (sklearn's loader) would be what this compares
+    pixels, labels = load_digits_arrays()
+    reference = load_digits()
+    np.testing.assert_array_equal(pixels, reference.data)
+    np.testing.assert_array_equal(labels, reference.target)
+
+
+def test_loading_the_digits_does_not_import_sklearn():
+    from test_light_imports import modules_loaded_by
+
+    statement = "from theanompi.models.data.digits import load_digits_split; load_digits_split()"
+    assert modules_loaded_by(statement, ("sklearn", "scipy")) == []
