@@ -59,9 +59,11 @@ def run_rule_init(cwd: Path, rule: str, timeout: float = 240, **init_kwargs: obj
 
 
 def write_cfg(path: Path, **keys: object) -> Path:
-    """A cfg file with the default session's keys, overridden/extended by ``keys`` (None drops one)."""
+    """A cfg file with the default session's keys, overridden/extended by ``keys`` (None drops one).
+
+    Sessions skip their plots (``PLOTS=false``: ~2 s of matplotlib each) unless a test asks for them."""
     base = {"RULE": "BSP", "MODELFILE": "theanompi.models.mlp", "MODELCLASS": "MLP", "DEVICES": "cpu0,cpu1",
-            "N_EPOCHS": 2}
+            "N_EPOCHS": 2, "PLOTS": "false"}
     base.update(keys)
     path.write_text("".join(f"{k}={v}\n" for k, v in base.items() if v is not None))
     return path

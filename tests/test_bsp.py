@@ -37,6 +37,7 @@ def test_cdd_two_workers_equal_one_process_with_double_batch(tmp_path):
     assert initial_gap > 0
     gaps = [np.abs(a - b).max() for a, b in zip(p_two, load_final_params(tmp_path / "single"))]
     assert max(gaps) > 1e-3
+    assert not list((tmp_path / "two").glob("*.png"))  # write_cfg's PLOTS=false (the default draws them)
 
 
 @pytest.mark.parametrize("k", [1, 3])

@@ -215,6 +215,8 @@ COMMON_OPTIONS = (
     Option("warmup_epochs", "WARMUP_EPOCHS", non_negative_float, 0.0,
            "epochs over which a scaled learning rate ramps up from its 1-worker value"),
     Option("check_finite", "CHECK_FINITE", boolean, True, "stop on NaN/Inf in a buffer about to be exchanged"),
+    Option("plots", "PLOTS", boolean, True,
+           "draw RUN_DIR/curves.png and breakdown.png at the end (python -m theanompi.recorder draws them later)"),
     Option("watchdog", "WATCHDOG", non_negative_float, 300.0,
            "seconds a rank may go without progress in any phase (a step, an exchange, validation, a server's loop) "
            "before the session is stopped, naming it (0: never)"),

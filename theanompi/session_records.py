@@ -128,10 +128,11 @@ def epoch_metrics(model, recorder, comm, epoch: int, progress: Progress | None) 
 
 
 def end_session(model, recorder, run_dir: Path | str | None, summary: dict[str, Any] | None,
-                final_model: bool = True) -> None:
+                final_model: bool = True, plots: bool = True) -> None:
     """The last steps of a rank: where ``summary`` is given, write it into ``summary.json`` -- with
     ``final_model`` also save the model's params as the final model, add the final accuracy to the
-    summary and log it -- then close the recorder and clean the model up.
+    summary and log it; with ``plots`` (the PLOTS option) draw the run's plots -- then close the
+    recorder and clean the model up.
 
     Example
     -------
@@ -145,9 +146,9 @@ def end_session(model, recorder, run_dir: Path | str | None, summary: dict[str, 
             "epochs": len(recorder.epochs), "final_val_accuracy": last["val_accuracy"],
             "final_val_loss": last["val_loss"], "final_params": str(path), "wall_s": last.get("elapsed_s"),
             **summary,
-        })
+        }, plots=plots)
         log.info("final validation accuracy: %.2f%%", 100 * last["val_accuracy"])
     elif summary is not None:
-        recorder.write_summary(summary)
+        recorder.write_summary(summary, plots=plots)
     recorder.close()
     model.cleanup()

@@ -297,4 +297,4 @@ class WorkerLoop:
         if self.comm.rank == 0:
             summary = {"rule": self.rule_name, "workers": self.comm.size, "iterations": self.iteration,
                        **self.summary(), "per_worker": per_worker}
-        end_session(self.model, self.recorder, self.ctx.spec.run_dir, summary)
+        end_session(self.model, self.recorder, self.ctx.spec.run_dir, summary, plots=self.options.plots)

@@ -301,4 +301,4 @@ class EASGDServer:
             "mean_wait_s": waits, "lost_workers": sorted(ledger.lost),
             "per_worker": [{"iterations": s, "exchanges": e, "mean_wait_s": w}
                            for s, e, w in zip(ledger.steps, self.exchanges, waits)],
-        })
+        }, plots=self.options.plots)

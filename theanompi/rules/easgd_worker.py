@@ -170,4 +170,5 @@ class EASGDWorker(WorkerLoop):
         ACTIVITY.enter("finishing")
         self.finish()
         log.debug("worker %d stopped after %d steps, %d exchanges", self.worker_index, self.iteration, self.exchanges)
-        end_session(self.model, self.recorder, None, {"rule": self.rule_name, **self.summary()}, final_model=False)
+        end_session(self.model, self.recorder, None, {"rule": self.rule_name, **self.summary()}, final_model=False,
+                    plots=self.options.plots)
