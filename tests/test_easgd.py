@@ -130,7 +130,7 @@ def test_session_learns_via_rule_init_and_wait(tmp_path):
 
 
 def test_worker_with_a_shorter_shard_finishes_without_blocking_the_others(tmp_path):
-    cfg = write_cfg(tmp_path / "s.cfg", RULE="EASGD", MODELFILE=EASGD_MODELS, MODELCLASS="ShortShard",
+    cfg = write_cfg(tmp_path / "s.cfg", RULE="EASGD", MODELFILE=EASGD_MODELS, MODELCLASS="NappingShortShard",
                     N_EPOCHS=3, EASGD_TAU=5, MODEL_BATCH_SIZE=32, RUN_DIR="short")
     proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path, timeout=180)
     assert proc.returncode == 0, proc.stderr

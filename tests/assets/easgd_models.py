@@ -27,3 +27,13 @@ class ShortShard(MLP):
         super().__init__(config)
         if config.size > 1 and config.rank == config.size - 1:
             self.data.n_batch_train = max(1, self.data.n_batch_train // 3)
+
+
+class NappingShortShard(ShortShard):
+    """ShortShard with a 30 ms nap per step: a step takes long against the skew between the workers'
+    starts (the first call of a compiled function takes ~0.25 s). Without it, one worker may train nearly
+    every step of this tiny model before the other's first step ends."""
+
+    def train_iter(self, count, recorder):
+        time.sleep(0.03)
+        return super().train_iter(count, recorder)
