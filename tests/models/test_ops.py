@@ -440,3 +440,22 @@ def test_jax_dispatch_matches_c_backend():
     got = pytensor.function([x, w, b], outputs, mode="JAX")(*args)
     for value, ref in zip(got, expected):
         np.testing.assert_allclose(np.asarray(value), ref, rtol=1e-3, atol=1e-3)
+
+
+def test_softmax_and_log_softmax_compile_inline_and_equal_pytensors_own_ops():
+    """The rewrite leaves no Python-run OpFromGraph node and computes what pytensor's ops do (values and grads)."""
+    from pytensor.compile.mode import get_mode
+
+    from theanompi.models.ops.softmax_inline import TAG
+
+    x = pt.matrix("x")
+    y = pt.special.log_softmax(x, axis=1)
+    outputs = [y, pt.special.softmax(x, axis=1), pytensor.grad((y * pt.arange(5)).sum(), x)]
+    inlined = pytensor.function([x], outputs)
+    kept = pytensor.function([x], outputs, mode=get_mode(None).excluding(TAG))
+    names = [{type(n.op).__name__ for n in f.maker.fgraph.toposort()} for f in (inlined, kept)]
+    assert not names[0] & {"Softmax", "LogSoftmax"} and names[1] & {"Softmax", "LogSoftmax"}
+    data = np.random.default_rng(0).normal(scale=30, size=(4, 5)).astype(x.dtype)  # large: the max shift matters
+    for a, b in zip(inlined(data), kept(data)):
+        assert np.all(np.isfinite(a))
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -39,6 +39,7 @@ from theanompi.compute import check_jax_device, keep_on_device, pytensor_mode, r
 from theanompi.models.data.digits import load_digits_split  # noqa: F401  (docstring example)
 from theanompi.models.function_cache import cached_function
 from theanompi.models.hyperparams import ClassifierHyperParams
+from theanompi.models.ops.softmax_inline import inline_softmax  # noqa: F401  (registers the rewrite)
 from theanompi.params import assign
 from theanompi.session_options import typed_options
 

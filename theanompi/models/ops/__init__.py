@@ -24,6 +24,7 @@ from theanompi.models.ops.conv import (
     conv2d,
 )
 from theanompi.models.ops.pool import Pool2d, Pool2dGrad, avg_pool2d, max_pool2d
+from theanompi.models.ops.softmax_inline import inline_softmax  # registers the rewrite
 
 __all__ = [
     "BatchNormTrain",
@@ -37,5 +38,6 @@ __all__ = [
     "avg_pool2d",
     "batch_norm_train",
     "conv2d",
+    "inline_softmax",
     "max_pool2d",
 ]
