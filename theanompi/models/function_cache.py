@@ -289,6 +289,7 @@ class _Pickler(pickle.Pickler):
 
     def reducer_override(self, obj):
         """A variable's tag without ``trace`` (where it was created: half the bytes, no use to a loaded function)."""
+        from pytensor.graph.destroyhandler import DestroyHandler
         from pytensor.graph.fg import FunctionGraph
         from pytensor.graph.utils import Scratchpad
 
@@ -298,7 +299,7 @@ class _Pickler(pickle.Pickler):
             state = _without_rewriting_features(obj.__getstate__())
             state["clients"] = _live_clients(obj.clients, obj.variables)
             return _new, (FunctionGraph,), state
-        if type(obj).__name__ == "DestroyHandler" and isinstance(getattr(obj, "clients", None), dict):
+        if type(obj) is DestroyHandler:
             state = dict(vars(obj), clients=_live_clients(obj.clients, obj.fgraph.variables))
             return _new, (type(obj),), state
         return NotImplemented
