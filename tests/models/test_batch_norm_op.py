@@ -10,8 +10,8 @@ from pytensor.compile.mode import Mode
 from pytensor.gradient import verify_grad
 
 import theanompi.models.layers as L
-from theanompi.models.ops import BatchNormTrain, BatchNormTrainGrad, batch_norm_train
-from theanompi.models.ops.batch_norm import batch_norm_train_grad_numpy, batch_norm_train_numpy
+from theanompi.models.ops import BatchNormTrain, BatchNormTrainGrad, batch_norm_infer, batch_norm_train
+from theanompi.models.ops.batch_norm import batch_norm_infer_numpy, batch_norm_train_grad_numpy, batch_norm_train_numpy
 
 PY_MODE = Mode(linker="py", optimizer="fast_run")
 TOL = {"float32": {"rtol": 2e-4, "atol": 2e-5}, "float64": {"rtol": 1e-9, "atol": 1e-10}}
@@ -116,9 +116,76 @@ def test_layer_keeps_graph_version_where_the_op_does_not_apply():
     kinds = {type(n.op).__name__ for n in pytensor.function([l_in.input_var], L.get_output(per_position))
              .maker.fgraph.toposort()}
     assert "BatchNormTrain" not in kinds
-    inference = L.get_output(L.BatchNormLayer(l_in), deterministic=True)  # running averages: elementwise only
-    assert "BatchNormTrain" not in {type(n.op).__name__ for n in pytensor.function([l_in.input_var], inference)
-                                    .maker.fgraph.toposort()}
+    per_position_inference = L.get_output(per_position, deterministic=True)
+    assert "BatchNormInfer" not in {type(n.op).__name__ for n in pytensor.function(
+        [l_in.input_var], per_position_inference).maker.fgraph.toposort()}
+
+
+def _inference_data(shape, dtype, seed=0):
+    x, gamma, beta, gy = _data(shape, dtype, seed)
+    rng = np.random.default_rng(seed + 1)
+    return x, gamma, beta, rng.standard_normal(shape[1]).astype(dtype), rng.uniform(0.2, 3, shape[1]).astype(dtype), gy
+
+
+def _infer_fn(ndim, dtype, mode=None):
+    x, gy = pt.tensor("x", dtype=dtype, shape=(None,) * ndim), pt.tensor("gy", dtype=dtype, shape=(None,) * ndim)
+    vectors = [pt.vector(name, dtype=dtype) for name in ("gamma", "beta", "mean", "inv_std")]
+    y = batch_norm_infer(x, *vectors)
+    grads = pytensor.grad((y * gy).sum(), [x, *vectors])
+    return pytensor.function([x, *vectors, gy], [y, *grads], mode=mode)
+
+
+@pytest.mark.parametrize("linker", ["c", "python"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", SHAPES, ids=SHAPE_IDS)
+def test_inference_op_matches_reference(shape, dtype, linker):
+    x, gamma, beta, mean, inv_std, gy = _inference_data(shape, dtype)
+    f = _infer_fn(len(shape), dtype, mode=PY_MODE if linker == "python" else None)
+    kinds = {type(node.op).__name__ for node in f.maker.fgraph.toposort()}
+    assert "BatchNormInfer" in kinds
+    y, dx, dgamma, dbeta, dmean, dinv_std = f(x, gamma, beta, mean, inv_std, gy)
+    axes = (0,) + tuple(range(2, len(shape)))
+    per = (1, -1) + (1,) * (len(shape) - 2)
+    x64, gy64 = x.astype(np.float64), gy.astype(np.float64)
+    centred = x64 - mean.reshape(per)
+    want = centred * (gamma * inv_std.astype(np.float64)).reshape(per) + beta.reshape(per)
+    tol = TOL[dtype]
+    np.testing.assert_allclose(y, want, **tol)
+    np.testing.assert_allclose(batch_norm_infer_numpy(x, gamma, beta, mean, inv_std), want, **tol)
+    np.testing.assert_allclose(dx, gy64 * (gamma * inv_std.astype(np.float64)).reshape(per), **tol)
+    np.testing.assert_allclose(dgamma, (gy64 * centred).sum(axis=axes) * inv_std, **tol)
+    np.testing.assert_allclose(dbeta, gy64.sum(axis=axes), **tol)
+    np.testing.assert_allclose(dmean, -gy64.sum(axis=axes) * gamma * inv_std, **tol)
+    np.testing.assert_allclose(dinv_std, (gy64 * centred).sum(axis=axes) * gamma, **tol)
+
+
+@pytest.mark.parametrize("shape", [(3, 2, 3, 2), (4, 3)], ids=["conv", "dense"])
+def test_inference_op_verify_grad(shape):
+    x, gamma, beta, mean, inv_std, _ = _inference_data(shape, "float64", seed=3)
+    verify_grad(lambda *args: batch_norm_infer(*args), [x, gamma, beta, mean, inv_std],
+                rng=np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("input_shape", [(None, 6, 5, 5), (None, 6)], ids=["conv", "dense"])
+@pytest.mark.parametrize("with_params", [True, False], ids=["gamma-beta", "no-params"])
+def test_layer_inference_output_equals_graph_version(input_shape, with_params):
+    """deterministic=True: the fused inference op gives the graph version's output and gradients."""
+    rng = np.random.default_rng(7)
+    x_value = (rng.standard_normal((5, *input_shape[1:])) * 2 + 1).astype("float32")
+    results = {}
+    for fused in (True, False):
+        L.init.set_rng(np.random.default_rng(8))
+        l_in = L.InputLayer(input_shape)
+        bn = (L.BatchNormLayer(l_in, beta=L.init.Normal(1.0), gamma=L.init.Uniform((0.5, 2)),
+                               mean=L.init.Normal(1.0), inv_std=L.init.Uniform((0.5, 2)))
+              if with_params else L.BatchNormLayer(l_in, beta=None, gamma=None, mean=L.init.Normal(1.0)))
+        out = L.get_output(bn, deterministic=True, batch_norm_fused=fused)
+        params = L.get_all_params(bn, trainable=True)
+        f = pytensor.function([l_in.input_var], [out, *pytensor.grad((out ** 2).sum(), [l_in.input_var, *params])])
+        assert ("BatchNormInfer" in {type(node.op).__name__ for node in f.maker.fgraph.toposort()}) == fused
+        results[fused] = f(x_value)
+    for a, b in zip(results[True], results[False]):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
 
 
 def test_fused_batch_norm_under_jax_matches_c():
@@ -131,6 +198,11 @@ def test_fused_batch_norm_under_jax_matches_c():
     jax_out = _fused_fn(4, "float32", 1e-3, mode="JAX")(x, gamma, beta, gy)
     for a, b in zip(jax_out, c_out):
         np.testing.assert_allclose(np.asarray(a), b, rtol=1e-4, atol=1e-4)
+    inference = _inference_data((6, 3, 4, 4), "float32", seed=6)
+    c_out = _infer_fn(4, "float32")(*inference)
+    jax_out = _infer_fn(4, "float32", mode="JAX")(*inference)
+    for a, b in zip(jax_out, c_out):
+        np.testing.assert_allclose(np.asarray(a), b, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("make, message", [
@@ -139,6 +211,11 @@ def test_fused_batch_norm_under_jax_matches_c():
     (lambda: batch_norm_train(pt.matrix(), pt.matrix(), pt.vector()), r"gamma must be a vector"),
     (lambda: batch_norm_train(pt.dmatrix(), pt.fvector(), pt.dvector()), r"inputs must share one dtype"),
     (lambda: BatchNormTrain(0.0), r"epsilon must be > 0, got 0.0"),
+    (lambda: batch_norm_infer(pt.vector(), *[pt.vector()] * 4), r"batch_norm_infer: x must have a batch"),
+    (lambda: batch_norm_infer(pt.matrix(), pt.vector(), pt.matrix(), pt.vector(), pt.vector()),
+     r"beta must be a vector"),
+    (lambda: batch_norm_infer(pt.tensor(shape=(None, 3)), *[pt.tensor(shape=(2,))] * 4),
+     r"gamma has 2 entries but x has 3 channels"),
 ])
 def test_bad_symbolic_input_raises_value_error(make, message):
     with pytest.raises(ValueError, match=message):
@@ -152,3 +229,8 @@ def test_runtime_channel_mismatch_raises_value_error():
         f(np.ones((4, 3)), np.ones(2), np.ones(3))
     with pytest.raises(ValueError, match=r"no values to normalise over"):
         f(np.ones((0, 3)), np.ones(3), np.ones(3))
+    x, vectors = pt.dmatrix(), [pt.dvector() for _ in range(4)]
+    g = pytensor.function([x, *vectors], batch_norm_infer(x, *vectors))
+    with pytest.raises(ValueError, match=r"batch_norm_infer: inv_std must have shape \(3,\)"):
+        g(np.ones((4, 3)), np.ones(3), np.ones(3), np.ones(3), np.ones(2))
+    assert g(np.ones((0, 3)), *[np.ones(3)] * 4).shape == (0, 3)  # an empty batch is fine for inference

@@ -204,6 +204,6 @@ def test_a_deep_graph_pickles_without_deep_recursion():
         blob = fc._dump(f.maker, [w])
     finally:
         sys.setrecursionlimit(limit)
-    loaded = fc._load(blob, [w]).create()
+    loaded = fc._load(blob, [w])[0].create()
     ones = np.ones((2, 3), dtype=x.dtype)
     np.testing.assert_allclose(loaded(ones), f(ones))

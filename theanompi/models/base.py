@@ -107,7 +107,7 @@ class ClassifierModel(ClassifierHyperParams):
         updates = []
         for p, g in zip(self.params, grads):
             if mu:
-                v = pytensor.shared(np.zeros_like(p.get_value()), name=f"v_{p.name}")
+                v = pytensor.shared(np.zeros_like(p.get_value()), name=f"v_{p.name}", shape=p.type.shape)
                 self.state_vars.append(v)
                 v_new = (mu * v - self.lr * g).astype(self.floatX)
                 updates += [(v, v_new), (p, (p + v_new).astype(self.floatX))]

@@ -54,6 +54,9 @@ from pathlib import Path
 
 import numpy as np
 
+from theanompi.models.march_flags import use_remembered_march_flags
+from theanompi.models.module_preload import module_dirs, preload_modules
+
 log = logging.getLogger(__name__)
 
 #: pytensor settings that change what a compiled function is or computes
@@ -354,21 +357,23 @@ def _graph_variables(maker) -> list:
     return found + [spec.variable for spec in maker.outputs]
 
 
-def _dump(maker, shared: list) -> bytes:
-    """The pickled maker. Its Apply nodes go first, inputs before users: pickling one then meets only
-    nodes already written, so pickle's recursion stays shallow however deep the graph is."""
+def _dump(maker, shared: list, modules: Sequence[str] = ()) -> bytes:
+    """The pickled maker and the compile-directory entries of its C modules. Its Apply nodes go first,
+    inputs before users: pickling one then meets only nodes already written, so pickle's recursion stays
+    shallow however deep the graph is."""
     buffer = io.BytesIO()
-    _Pickler(buffer, [v.container for v in shared]).dump((_ordered_nodes(_graph_variables(maker)), maker))
+    nodes = _ordered_nodes(_graph_variables(maker))
+    _Pickler(buffer, [v.container for v in shared]).dump((nodes, maker, list(modules)))
     return buffer.getvalue()
 
 
 def _load(blob: bytes, shared: list):
-    """The maker of :func:`_dump`, bound to ``shared``."""
-    _, maker = _Unpickler(io.BytesIO(blob), [v.container for v in shared]).load()
-    return maker
+    """(maker, module entries) of :func:`_dump`, the maker bound to ``shared``."""
+    _, maker, modules = _Unpickler(io.BytesIO(blob), [v.container for v in shared]).load()
+    return maker, modules
 
 
-def _store(path: Path, maker, shared: list) -> None:
+def _store(path: Path, maker, shared: list, modules: Sequence[str] = ()) -> None:
     """Write the maker, if every shared input it has is one of ``shared`` (else it is not the graph we keyed)."""
     from theanompi.safe_io import atomic_write
 
@@ -377,7 +382,7 @@ def _store(path: Path, maker, shared: list) -> None:
         log.debug("function cache: a shared input outside the signature; not stored")
         return
     try:
-        blob = _dump(maker, shared)
+        blob = _dump(maker, shared, modules)
     except Exception as err:  # RecursionError for a very deep graph, or an object pickle refuses
         log.debug("function cache: cannot pickle the function (%s); not stored", err)
         return
@@ -426,7 +431,10 @@ def cached_function(inputs: Sequence, outputs, updates=None, mode=None, trust_in
     def compile_here():
         return pytensor.function(list(inputs), outputs, updates=updates, mode=mode, trust_input=trust_input)
 
-    if mode is not None or not is_enabled():
+    if mode is not None:
+        return compile_here()
+    use_remembered_march_flags()  # skips pytensor's ~0.4 s g++ probe in every process
+    if not is_enabled():
         return compile_here()
     single = not isinstance(outputs, list | tuple)
     try:
@@ -437,9 +445,10 @@ def cached_function(inputs: Sequence, outputs, updates=None, mode=None, trust_in
     path = cache_dir() / f"{key}{'-trusted' if trust_input else ''}.pkl"
     if path.exists():
         try:
-            maker = _load(path.read_bytes(), shared)
+            maker, modules = _load(path.read_bytes(), shared)
             if len(maker.inputs) - sum(1 for i in maker.inputs if i.shared) != len(inputs):
                 raise ValueError("the stored function has other inputs")
+            preload_modules(modules)  # pytensor then skips reading its whole compile directory
             fn = maker.create()
             os.utime(path)  # recently used: kept longest
             return fn
@@ -448,7 +457,7 @@ def cached_function(inputs: Sequence, outputs, updates=None, mode=None, trust_in
             path.unlink(missing_ok=True)
     fn = compile_here()
     try:
-        _store(path, fn.maker, shared)
+        _store(path, fn.maker, shared, module_dirs(fn))
     except OSError as err:
         log.warning("function cache: cannot write %s (%s)", path, err)
     return fn

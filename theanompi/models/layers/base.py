@@ -103,7 +103,7 @@ def create_param(spec, shape, name=None):
     else:
         raise ValueError(f"cannot create param {name!r} from {_describe(spec)}: expected a shared variable, "
                          "an array or an initializer")
-    return pytensor.shared(value.astype(floatX), name=name)
+    return pytensor.shared(value.astype(floatX), name=name, shape=value.shape)
 
 
 class Layer:

@@ -88,9 +88,10 @@ class BatchNormLayer(Layer):
 
     ``get_output`` keywords: ``batch_norm_use_averages`` (default:
     ``deterministic``), ``batch_norm_update_averages`` (default: not
-    ``deterministic``) and ``batch_norm_fused`` (default True: with the batch's
-    statistics and ``axes`` all but axis 1 — the 'auto' axes — the output is
-    computed by the fused C op :func:`~theanompi.models.ops.batch_norm_train`;
+    ``deterministic``) and ``batch_norm_fused`` (default True: with ``axes``
+    all but axis 1 — the 'auto' axes — the output is computed by a fused C op,
+    :func:`~theanompi.models.ops.batch_norm_train` with the batch's statistics,
+    :func:`~theanompi.models.ops.batch_norm_infer` with the running averages;
     False builds the same formula from generic pytensor ops).
 
     Example
@@ -137,8 +138,11 @@ class BatchNormLayer(Layer):
         eps = np.asarray(self.epsilon, dtype=dtype)
         use_averages = deterministic if batch_norm_use_averages is None else batch_norm_use_averages
         update_averages = (not deterministic) if batch_norm_update_averages is None else batch_norm_update_averages
-        if batch_norm_fused and not use_averages and self._fusable(input):
-            return self._fused_output(input, update_averages)
+        if batch_norm_fused and self._fusable(input):
+            if not use_averages:
+                return self._fused_output(input, update_averages)
+            if not update_averages:
+                return self._fused_inference_output(input)
         if not update_averages:
             if use_averages:
                 mean, inv_std = self.mean, self.inv_std
@@ -173,14 +177,27 @@ class BatchNormLayer(Layer):
         return (attach_update(self.mean, lambda r: one_minus_a * r + a * batch_mean),
                 attach_update(self.inv_std, lambda r: one_minus_a * r + a * batch_inv_std))
 
+    def _gamma_beta(self, input):
+        """gamma and beta in ``input``'s dtype (ones and zeros for a layer without them)."""
+        dtype = input.dtype
+        channels = input.shape[1]
+        gamma = pt.ones((channels,), dtype=dtype) if self.gamma is None else pt.cast(self.gamma, dtype)
+        beta = pt.zeros((channels,), dtype=dtype) if self.beta is None else pt.cast(self.beta, dtype)
+        return gamma, beta
+
+    def _fused_inference_output(self, input):
+        """Output with the running averages through the fused op (one C pass)."""
+        from theanompi.models.ops import batch_norm_infer
+
+        gamma, beta = self._gamma_beta(input)
+        return batch_norm_infer(input, gamma, beta, pt.cast(self.mean, input.dtype), pt.cast(self.inv_std, input.dtype))
+
     def _fused_output(self, input, update_averages: bool):
         """Training output through the fused op (one C pass forward, one backward)."""
         from theanompi.models.ops import batch_norm_train
 
         dtype = input.dtype
-        channels = input.shape[1]
-        gamma = pt.ones((channels,), dtype=dtype) if self.gamma is None else pt.cast(self.gamma, dtype)
-        beta = pt.zeros((channels,), dtype=dtype) if self.beta is None else pt.cast(self.beta, dtype)
+        gamma, beta = self._gamma_beta(input)
         out, batch_mean, batch_inv_std = batch_norm_train(input, gamma, beta, self.epsilon)
         if update_averages:
             running_mean, running_inv_std = self._running_aliases(batch_mean, batch_inv_std)

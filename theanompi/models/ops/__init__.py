@@ -15,7 +15,13 @@ compiles them with pytensor's ``mode="JAX"`` itself calls
 never do).
 """
 
-from theanompi.models.ops.batch_norm import BatchNormTrain, BatchNormTrainGrad, batch_norm_train
+from theanompi.models.ops.batch_norm import (
+    BatchNormInfer,
+    BatchNormTrain,
+    BatchNormTrainGrad,
+    batch_norm_infer,
+    batch_norm_train,
+)
 from theanompi.models.ops.conv import (
     Conv2d,
     Conv2dGradBias,
@@ -27,6 +33,7 @@ from theanompi.models.ops.pool import Pool2d, Pool2dGrad, avg_pool2d, max_pool2d
 from theanompi.models.ops.softmax_inline import inline_softmax  # registers the rewrite
 
 __all__ = [
+    "BatchNormInfer",
     "BatchNormTrain",
     "BatchNormTrainGrad",
     "Conv2d",
@@ -36,6 +43,7 @@ __all__ = [
     "Pool2d",
     "Pool2dGrad",
     "avg_pool2d",
+    "batch_norm_infer",
     "batch_norm_train",
     "conv2d",
     "inline_softmax",

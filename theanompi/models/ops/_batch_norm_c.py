@@ -1,4 +1,4 @@
-"""C++ support code for the fused batch-norm ops (training mode, channel axis 1).
+"""C++ support code for the fused batch-norm ops (training and inference, channel axis 1).
 
 The input is viewed as (N, C, S) with S the product of the axes after the
 channel axis (1 for dense input). Statistics accumulate in double precision:
@@ -8,7 +8,7 @@ version's ``mean``/``var``. Channels are shared out over OpenMP threads.
 Example
 -------
 >>> from theanompi.models.ops._batch_norm_c import SUPPORT_CODE
->>> "tmpi_bn_forward" in SUPPORT_CODE and "tmpi_bn_backward" in SUPPORT_CODE
+>>> all(f"tmpi_bn_{name}" in SUPPORT_CODE for name in ("forward", "backward", "infer"))
 True
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from theanompi.models.ops._common import c_source_hash, read_c_source
 
 #: Bump to force a rebuild (the cache key also holds a hash of the C text in csrc/).
-C_CODE_VERSION = 1
+C_CODE_VERSION = 2
 
 SUPPORT_CODE = read_c_source("batch_norm.h")
 

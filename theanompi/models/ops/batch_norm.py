@@ -37,7 +37,7 @@ from pytensor.link.c.op import COp
 from theanompi.models.ops import _batch_norm_c
 from theanompi.models.ops._common import FLOAT_DTYPES, check_same_dtype
 
-__all__ = ["BatchNormTrain", "BatchNormTrainGrad", "batch_norm_train"]
+__all__ = ["BatchNormInfer", "BatchNormTrain", "BatchNormTrainGrad", "batch_norm_infer", "batch_norm_train"]
 
 
 def _reduce_axes(ndim: int) -> tuple[int, ...]:
@@ -71,6 +71,13 @@ def batch_norm_train_grad_numpy(x, gamma, mean, inv_std, gy):
     return dx.astype(x.dtype), dgamma.astype(x.dtype), dbeta.astype(x.dtype)
 
 
+def batch_norm_infer_numpy(x, gamma, beta, mean, inv_std):
+    """NumPy reference of :class:`BatchNormInfer`."""
+    scale = gamma.astype(np.float64) * inv_std
+    y = x * _per_channel(scale, x.ndim) + _per_channel(beta - mean * scale, x.ndim)
+    return y.astype(x.dtype)
+
+
 def _check_input(x, op_name: str):
     x = pt.as_tensor_variable(x)
     if x.ndim < 2:
@@ -87,13 +94,8 @@ def _check_vector(v, op_name: str, name: str):
     return v
 
 
-class _BatchNormOpBase(COp):
-    __props__ = ("epsilon",)
-
-    def __init__(self, epsilon: float = 1e-4):
-        if not float(epsilon) > 0:
-            raise ValueError(f"batch_norm_train: epsilon must be > 0, got {epsilon!r}")
-        self.epsilon = float(epsilon)
+class _BatchNormC(COp):
+    """The C side shared by the batch-norm ops: support code, cache key, OpenMP."""
 
     def c_support_code(self, **kwargs):
         return _batch_norm_c.SUPPORT_CODE
@@ -110,6 +112,15 @@ class _BatchNormOpBase(COp):
     def grad(self, inputs, output_grads):
         """Legacy entry point; pytensor 3 calls :meth:`pullback`."""
         return self.pullback(inputs, self.make_node(*inputs).outputs, output_grads)
+
+
+class _BatchNormOpBase(_BatchNormC):
+    __props__ = ("epsilon",)
+
+    def __init__(self, epsilon: float = 1e-4):
+        if not float(epsilon) > 0:
+            raise ValueError(f"batch_norm_train: epsilon must be > 0, got {epsilon!r}")
+        self.epsilon = float(epsilon)
 
 
 class BatchNormTrain(_BatchNormOpBase):
@@ -230,3 +241,69 @@ def batch_norm_train(x, gamma, beta, epsilon: float = 1e-4):
     """
     return BatchNormTrain(epsilon)(x, gamma, beta)
 
+
+
+class BatchNormInfer(_BatchNormC):
+    """``BatchNormInfer()(x, gamma, beta, mean, inv_std)`` -> y, normalised with the given statistics.
+
+    ``y = (x - mean) * (gamma * inv_std) + beta`` over channel axis 1: the output
+    of :class:`~theanompi.models.layers.BatchNormLayer` with its running averages
+    (validation), one C pass instead of four broadcasts and an elementwise op.
+
+    Example
+    -------
+    >>> str(BatchNormInfer())
+    'BatchNormInfer'
+    """
+
+    __props__ = ()
+
+    def make_node(self, x, gamma, beta, mean, inv_std):
+        op_name = "batch_norm_infer"
+        x = _check_input(x, op_name)
+        vectors = [_check_vector(v, op_name, n) for v, n in
+                   ((gamma, "gamma"), (beta, "beta"), (mean, "mean"), (inv_std, "inv_std"))]
+        check_same_dtype(op_name, x=x, **dict(zip(("gamma", "beta", "mean", "inv_std"), vectors)))
+        channels = x.type.shape[1]
+        for name, v in zip(("gamma", "beta", "mean", "inv_std"), vectors):
+            if channels is not None and v.type.shape[0] not in (None, channels):
+                raise ValueError(f"{op_name}: {name} has {v.type.shape[0]} entries but x has {channels} channels")
+        return Apply(self, [x, *vectors], [x.type()])
+
+    def perform(self, node, inputs, output_storage):
+        output_storage[0][0] = batch_norm_infer_numpy(*inputs)
+
+    def infer_shape(self, fgraph, node, input_shapes):
+        return [tuple(input_shapes[0])]
+
+    def c_code(self, node, name, inputs, outputs, sub):
+        return f"if (tmpi_bn_infer({', '.join(inputs)}, &{outputs[0]}) != 0) {{ {sub['fail']} }}\n"
+
+    def pullback(self, inputs, outputs, cotangents):
+        x, gamma, beta, mean, inv_std = inputs
+        (gy,) = cotangents
+        ndim = x.ndim
+        axes = _reduce_axes(ndim)
+        centred = x - _per_channel_symbolic(mean, ndim)
+        sum_gy = gy.sum(axis=axes)
+        sum_gy_centred = (gy * centred).sum(axis=axes)
+        return [gy * _per_channel_symbolic(gamma * inv_std, ndim),
+                sum_gy_centred * inv_std,
+                sum_gy,
+                -sum_gy * gamma * inv_std,
+                sum_gy_centred * gamma]
+
+
+def batch_norm_infer(x, gamma, beta, mean, inv_std):
+    """Normalise ``x`` over every axis but axis 1 with the given statistics (see :class:`BatchNormInfer`).
+
+    Example
+    -------
+    >>> import numpy as np, pytensor, pytensor.tensor as pt
+    >>> x = pt.matrix("x"); v = [pt.vector(n) for n in ("gamma", "beta", "mean", "inv_std")]
+    >>> f = pytensor.function([x, *v], batch_norm_infer(x, *v))
+    >>> one = np.ones(2, x.dtype)
+    >>> f(np.full((1, 2), 3, x.dtype), one, one, one, one * 0.5).tolist()
+    [[2.0, 2.0]]
+    """
+    return BatchNormInfer()(x, gamma, beta, mean, inv_std)

@@ -83,7 +83,7 @@ def register() -> bool:
 
     import jax.numpy as jnp
 
-    from theanompi.models.ops.batch_norm import BatchNormTrain, BatchNormTrainGrad
+    from theanompi.models.ops.batch_norm import BatchNormInfer, BatchNormTrain, BatchNormTrainGrad
     from theanompi.models.ops.conv import (
         Conv2d,
         Conv2dGradBias,
@@ -154,6 +154,15 @@ def register() -> bool:
             return pullback(gy)
 
         return batch_norm_train_grad
+
+    @jax_funcify.register(BatchNormInfer)
+    def _batch_norm_infer(op, **kwargs):
+        def batch_norm_infer(x, gamma, beta, mean, inv_std):
+            shape = (1, -1) + (1,) * (x.ndim - 2)
+            scale = gamma * inv_std
+            return x * scale.reshape(shape) + (beta - mean * scale).reshape(shape)
+
+        return batch_norm_infer
 
     _registered = True
     return True

@@ -188,3 +188,58 @@ static int tmpi_bn_backward(PyArrayObject* x_in, PyArrayObject* gamma_in, PyArra
     for (int i = 0; i < 5; ++i) Py_XDECREF(arrays[i]);
     return rc;
 }
+
+/* Inference with given statistics: y = x * (gamma * inv_std) + (beta - mean * gamma * inv_std). */
+template <typename T>
+static void tmpi_bn_infer_impl(const T* x, const T* gamma, const T* beta, const T* mean, const T* inv_std, T* y,
+                               const tmpi_bn_geom& g)
+{
+    #pragma omp parallel for schedule(static) if (g.N * g.C * g.S > 32768)
+    for (npy_intp c = 0; c < g.C; ++c) {
+        const double k = (double)gamma[c] * (double)inv_std[c];
+        const T scale = (T)k;
+        const T shift = (T)((double)beta[c] - (double)mean[c] * k);
+        for (npy_intp n = 0; n < g.N; ++n) {
+            const T* xc = x + (n * g.C + c) * g.S;
+            T* yc = y + (n * g.C + c) * g.S;
+            for (npy_intp s = 0; s < g.S; ++s) yc[s] = xc[s] * scale + shift;
+        }
+    }
+}
+
+static int tmpi_bn_infer(PyArrayObject* x_in, PyArrayObject* gamma_in, PyArrayObject* beta_in,
+                         PyArrayObject* mean_in, PyArrayObject* inv_std_in, PyArrayObject** y)
+{
+    const char* op = "batch_norm_infer";
+    const int nd = PyArray_NDIM(x_in);
+    if (nd < 2) {
+        PyErr_Format(PyExc_ValueError, "%s: input must have at least 2 dimensions, got %d", op, nd);
+        return -1;
+    }
+    tmpi_bn_geom g;
+    g.N = PyArray_DIMS(x_in)[0]; g.C = PyArray_DIMS(x_in)[1]; g.S = 1;
+    for (int i = 2; i < nd; ++i) g.S *= PyArray_DIMS(x_in)[i];
+    PyArrayObject* vectors[4] = {gamma_in, beta_in, mean_in, inv_std_in};
+    const char* names[4] = {"gamma", "beta", "mean", "inv_std"};
+    for (int i = 0; i < 4; ++i)
+        if (tmpi_bn_check_vector(vectors[i], g.C, op, names[i]) != 0) return -1;
+    const int typenum = PyArray_TYPE(x_in);
+    if (tmpi_bn_prepare(y, nd, PyArray_DIMS(x_in), typenum) != 0) return -1;
+    PyArrayObject* arrays[5] = {PyArray_GETCONTIGUOUS(x_in), PyArray_GETCONTIGUOUS(gamma_in),
+                                PyArray_GETCONTIGUOUS(beta_in), PyArray_GETCONTIGUOUS(mean_in),
+                                PyArray_GETCONTIGUOUS(inv_std_in)};
+    int rc = -1;
+    if (arrays[0] && arrays[1] && arrays[2] && arrays[3] && arrays[4]) {
+        if (typenum == NPY_FLOAT32)
+            tmpi_bn_infer_impl<float>((float*)PyArray_DATA(arrays[0]), (float*)PyArray_DATA(arrays[1]),
+                                      (float*)PyArray_DATA(arrays[2]), (float*)PyArray_DATA(arrays[3]),
+                                      (float*)PyArray_DATA(arrays[4]), (float*)PyArray_DATA(*y), g);
+        else
+            tmpi_bn_infer_impl<double>((double*)PyArray_DATA(arrays[0]), (double*)PyArray_DATA(arrays[1]),
+                                       (double*)PyArray_DATA(arrays[2]), (double*)PyArray_DATA(arrays[3]),
+                                       (double*)PyArray_DATA(arrays[4]), (double*)PyArray_DATA(*y), g);
+        rc = 0;
+    }
+    for (int i = 0; i < 5; ++i) Py_XDECREF(arrays[i]);
+    return rc;
+}

@@ -1,0 +1,83 @@
+"""The remembered -march flags: the first process stores what pytensor detected, later ones reuse it without
+running g++, and a damaged file is detected again (each case in a fresh interpreter: the flags are per process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from theanompi.models import march_flags as mf
+
+#: prints the flags in use; with "offline", g++ cannot be run (pytensor would need it to detect them)
+PROBE = """
+import json, sys
+import theanompi
+from pytensor.link.c import cmodule
+if sys.argv[1] == "offline":
+    def no_compiler(*args, **kwargs):
+        raise AssertionError("g++ was run")
+    cmodule.subprocess_Popen = no_compiler
+    cmodule.GCC_compiler.try_compile_tmp = staticmethod(no_compiler)
+from theanompi.models.march_flags import use_remembered_march_flags
+flags = use_remembered_march_flags()
+args = cmodule.GCC_compiler.compile_args()
+print(json.dumps({"flags": flags, "in_args": all(f in args for f in flags)}))
+"""
+
+
+def probe(cache: Path, mode: str) -> dict:
+    env = {**os.environ, "THEANOMPI_CACHE_DIR": str(cache)}
+    env.pop("PYTENSORRC", None)
+    proc = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True, cwd=ROOT, env=env,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+
+
+def stored_files(cache: Path) -> list[Path]:
+    return sorted(cache.glob("march-flags-*.json"))
+
+
+def test_detected_once_then_reused_without_running_the_compiler(tmp_path):
+    detected, _ = probe(tmp_path, "detect")
+    assert detected["flags"] is not None and detected["in_args"]
+    (stored,) = stored_files(tmp_path)
+    assert json.loads(stored.read_text())["flags"] == detected["flags"]
+    reused, _ = probe(tmp_path, "offline")
+    assert reused == detected
+
+
+def test_a_damaged_file_is_detected_again_and_rewritten(tmp_path):
+    detected, _ = probe(tmp_path, "detect")
+    (stored,) = stored_files(tmp_path)
+    stored.write_text("{not json")
+    again, stderr = probe(tmp_path, "detect")
+    assert again == detected
+    assert "ignoring unreadable" in stderr
+    assert json.loads(stored.read_text())["flags"] == detected["flags"]
+
+
+@pytest.mark.parametrize("change", ["cxxflags", "pytensor", "cpu"])
+def test_the_file_is_per_compiler_settings_and_cpu(change):
+    base = {"cache_dir": Path("/c"), "cxx": sys.executable, "cxxflags": "", "pytensor_version": "3.0",
+            "cpu": "model name: A"}
+    other = dict(base, **{"cxxflags": {"cxxflags": "-O2"}, "pytensor": {"pytensor_version": "3.1"},
+                          "cpu": {"cpu": "model name: B"}}[change])
+    assert mf.flags_file(**base) != mf.flags_file(**other)
+    assert mf.flags_file(**base) == mf.flags_file(**dict(base))
+
+
+def test_no_compiler_no_file():
+    assert mf.flags_file(Path("/c"), "no-such-compiler-xyz", "", "3.0", cpu="") is None
+
+
+def test_cpu_identity_reads_the_first_processor_only(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor : 0\nmodel name : A\nflags : sse avx\n\nprocessor : 1\nmodel name : B\n")
+    assert mf.cpu_identity(info) == "model name : A\nflags : sse avx"

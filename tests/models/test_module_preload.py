@@ -1,0 +1,77 @@
+"""Loading a cached function registers only its own C modules with pytensor (no read of the whole compile
+directory), computes what a fresh compile does, and leaves pytensor's cache consistent for later compiles
+and for a module removed meanwhile. Each process is a fresh interpreter with its own compile directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from conftest import ROOT
+
+#: "store": compile f (stored with its modules) and an unrelated g; "load": f from the cache, then a new h
+CHILD = """
+import json, sys
+import numpy as np
+import theanompi, pytensor, pytensor.tensor as pt
+from pytensor.link.c import cmodule
+from theanompi.models.function_cache import cached_function
+from theanompi.models.module_preload import module_dirs
+
+x = pt.vector("x", dtype="float32")
+w = pytensor.shared(np.arange(4, dtype="float32"), name="w", shape=(4,))
+f = cached_function([x], [pt.exp(x) * w + 1], updates=[(w, w * 2)])
+out = {"f": [float(v) for v in f(np.ones(4, dtype="float32"))[0]], "f_modules": module_dirs(f)}
+if sys.argv[1] == "store":
+    g = pytensor.function([x], pt.sum(pt.tanh(x) ** 3))
+    g(np.ones(4, dtype="float32"))
+else:
+    cache = cmodule._module_cache
+    out["registered"] = len(cache.loaded_key_pkl)
+    h = pytensor.function([x], pt.cumsum(pt.log1p(x * x)))  # a module nobody has built yet
+    out["h"] = [float(v) for v in h(np.ones(4, dtype="float32"))]
+    out["registered_after_h"] = len(cache.loaded_key_pkl)
+print(json.dumps(out))
+"""
+
+
+def run_child(cache: Path, mode: str) -> tuple[dict, str]:
+    env = {**os.environ, "THEANOMPI_CACHE_DIR": str(cache)}
+    env.pop("PYTENSORRC", None)
+    env.pop("THEANOMPI_FUNCTION_CACHE", None)
+    proc = subprocess.run([sys.executable, "-c", CHILD, mode], capture_output=True, text=True, cwd=ROOT, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+
+
+def module_entries(cache: Path) -> list[Path]:
+    return [p.parent for p in cache.glob("pytensor/compiledir_*/*/key.pkl")]
+
+
+def test_a_loaded_function_reads_only_its_own_modules(tmp_path):
+    stored, _ = run_child(tmp_path, "store")
+    total = len(module_entries(tmp_path))
+    assert 1 <= len(stored["f_modules"]) < total  # g's modules are in the directory too
+    loaded, stderr = run_child(tmp_path, "load")
+    assert loaded["f"] == stored["f"]
+    assert loaded["f_modules"] == stored["f_modules"]
+    assert loaded["registered"] == len(stored["f_modules"])  # not the whole directory
+    # a compile of something new afterwards: pytensor's full refresh, without clashing with the preloaded keys
+    assert loaded["registered_after_h"] > total - 1
+    np.testing.assert_allclose(loaded["h"], np.cumsum([np.log1p(1.0)] * 4), rtol=1e-6)
+    assert "not supposed to happen" not in stderr and "Traceback" not in stderr
+
+
+def test_a_module_removed_meanwhile_is_built_again(tmp_path):
+    stored, _ = run_child(tmp_path, "store")
+    compiledir = next(tmp_path.glob("pytensor/compiledir_*"))
+    shutil.rmtree(compiledir / stored["f_modules"][0])
+    loaded, stderr = run_child(tmp_path, "load")
+    assert loaded["f"] == stored["f"]
+    assert "Traceback" not in stderr
