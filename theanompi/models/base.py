@@ -39,6 +39,7 @@ from theanompi.compute import check_jax_device, keep_on_device, pytensor_mode, r
 from theanompi.models.data.digits import load_digits_split  # noqa: F401  (docstring example)
 from theanompi.models.function_cache import cached_function
 from theanompi.models.hyperparams import ClassifierHyperParams
+from theanompi.models.ops.momentum import momentum_sgd
 from theanompi.models.ops.softmax_inline import inline_softmax  # noqa: F401  (registers the rewrite)
 from theanompi.params import assign
 from theanompi.session_options import typed_options
@@ -102,18 +103,18 @@ class ClassifierModel(ClassifierHyperParams):
         return loss
 
     def sgd_updates(self, grads):
-        """Momentum SGD: v <- mu*v - lr*g; p <- p + v (plain SGD when momentum is 0)."""
+        """Momentum SGD: v <- mu*v - lr*g; p <- p + v (plain SGD when momentum is 0).
+
+        With momentum, all parameters update in one :func:`~theanompi.models.ops.momentum_sgd` node.
+        """
         mu = self.hp["momentum"]
-        updates = []
-        for p, g in zip(self.params, grads):
-            if mu:
-                v = pytensor.shared(np.zeros_like(p.get_value()), name=f"v_{p.name}", shape=p.type.shape)
-                self.state_vars.append(v)
-                v_new = (mu * v - self.lr * g).astype(self.floatX)
-                updates += [(v, v_new), (p, (p + v_new).astype(self.floatX))]
-            else:
-                updates.append((p, (p - self.lr * g).astype(self.floatX)))
-        return updates
+        if not mu or not self.params:
+            return [(p, (p - self.lr * g).astype(self.floatX)) for p, g in zip(self.params, grads)]
+        velocities = [pytensor.shared(np.zeros_like(p.get_value()), name=f"v_{p.name}", shape=p.type.shape)
+                      for p in self.params]
+        self.state_vars.extend(velocities)
+        new_params, new_velocities = momentum_sgd(self.params, velocities, grads, self.lr, mu)
+        return list(zip(velocities, new_velocities)) + list(zip(self.params, new_params))
 
     def function(self, inputs, outputs, updates=None, trust_input: bool = False):
         """``pytensor.function`` in this model's compute mode (COMPUTE).

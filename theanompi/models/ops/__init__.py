@@ -1,4 +1,4 @@
-"""Convolution, pooling and fused batch-norm Ops for pytensor (NCHW, float32/float64).
+"""Convolution, pooling, fused batch-norm and momentum-SGD Ops for pytensor (NCHW, float32/float64).
 
 Example
 -------
@@ -29,6 +29,7 @@ from theanompi.models.ops.conv import (
     Conv2dGradWeights,
     conv2d,
 )
+from theanompi.models.ops.momentum import MomentumSGD, momentum_sgd
 from theanompi.models.ops.pool import Pool2d, Pool2dGrad, avg_pool2d, max_pool2d
 from theanompi.models.ops.softmax_inline import inline_softmax  # registers the rewrite
 
@@ -40,6 +41,7 @@ __all__ = [
     "Conv2dGradBias",
     "Conv2dGradInputs",
     "Conv2dGradWeights",
+    "MomentumSGD",
     "Pool2d",
     "Pool2dGrad",
     "avg_pool2d",
@@ -48,4 +50,5 @@ __all__ = [
     "conv2d",
     "inline_softmax",
     "max_pool2d",
+    "momentum_sgd",
 ]

@@ -90,6 +90,7 @@ def register() -> bool:
         Conv2dGradInputs,
         Conv2dGradWeights,
     )
+    from theanompi.models.ops.momentum import MomentumSGD
     from theanompi.models.ops.pool import Pool2d, Pool2dGrad
 
     @jax_funcify.register(Conv2d)
@@ -163,6 +164,17 @@ def register() -> bool:
             return x * scale.reshape(shape) + (beta - mean * scale).reshape(shape)
 
         return batch_norm_infer
+
+    @jax_funcify.register(MomentumSGD)
+    def _momentum_sgd(op, **kwargs):
+        n, mu = op.n, op.momentum
+
+        def momentum_sgd(lr, *tensors):
+            params, velocities, grads = tensors[:n], tensors[n:2 * n], tensors[2 * n:]
+            new_v = [(mu * v - lr.astype(v.dtype) * g).astype(v.dtype) for v, g in zip(velocities, grads)]
+            return tuple(p + v for p, v in zip(params, new_v)) + tuple(new_v)
+
+        return momentum_sgd
 
     _registered = True
     return True
