@@ -75,3 +75,15 @@ def test_a_module_removed_meanwhile_is_built_again(tmp_path):
     loaded, stderr = run_child(tmp_path, "load")
     assert loaded["f"] == stored["f"]
     assert "Traceback" not in stderr
+
+
+def test_an_unexpected_pytensor_registers_nothing_and_says_why(monkeypatch, caplog):
+    from theanompi.models import module_preload
+
+    def moved(*args, **kwargs):
+        raise AttributeError("'ModuleCache' object has no attribute 'entry_from_key'")
+
+    monkeypatch.setattr(module_preload, "_module_cache_without_refresh", moved)
+    with caplog.at_level("WARNING", logger="theanompi.models.module_preload"):
+        assert module_preload.preload_modules(["tmpabc"]) == 0
+    assert "not what this version expects (AttributeError" in caplog.text

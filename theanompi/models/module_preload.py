@@ -103,7 +103,21 @@ def _register(cache, root: str) -> bool:
 
 
 def preload_modules(names: Iterable[str]) -> int:
-    """Register the modules in these compile-directory entries with pytensor; return how many were new."""
+    """Register the modules in these compile-directory entries with pytensor; return how many were new.
+
+    It reaches into pytensor's ``ModuleCache`` (``entry_from_key`` and friends, as its ``refresh``
+    fills them); should a pytensor release change those, it logs why and registers nothing, and
+    pytensor finds the modules its own (slower) way.
+    """
+    try:
+        return _preload(list(names))
+    except Exception as err:  # noqa: BLE001  (an internal of pytensor moved: fall back to pytensor's own lookup)
+        log.warning("module preload: pytensor's module cache is not what this version expects (%s: %s); "
+                    "pytensor will read its whole compile directory", type(err).__name__, err)
+        return 0
+
+
+def _preload(names: list[str]) -> int:
     import pytensor
     from pytensor.compile.compilelock import lock_ctx
 
