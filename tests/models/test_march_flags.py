@@ -81,3 +81,13 @@ def test_cpu_identity_reads_the_first_processor_only(tmp_path):
     info = tmp_path / "cpuinfo"
     info.write_text("processor : 0\nmodel name : A\nflags : sse avx\n\nprocessor : 1\nmodel name : B\n")
     assert mf.cpu_identity(info) == "model name : A\nflags : sse avx"
+
+
+def test_the_compiler_setting_is_part_of_the_key(tmp_path):
+    """pytensor decides from the name in config.cxx whether to detect at all: two names of one binary differ."""
+    alias = tmp_path / "c++"
+    alias.symlink_to(sys.executable)
+    by_name = mf.flags_file(Path("/c"), str(alias), "", "3.0", cpu="")
+    by_path = mf.flags_file(Path("/c"), sys.executable, "", "3.0", cpu="")
+    assert mf.compiler_identity(str(alias)) == mf.compiler_identity(sys.executable)
+    assert by_name != by_path

@@ -68,13 +68,17 @@ def test_a_loaded_function_reads_only_its_own_modules(tmp_path):
     assert "not supposed to happen" not in stderr and "Traceback" not in stderr
 
 
-def test_a_module_removed_meanwhile_is_built_again(tmp_path):
+def test_a_module_removed_meanwhile_is_built_again_and_the_entry_updated(tmp_path):
     stored, _ = run_child(tmp_path, "store")
     compiledir = next(tmp_path.glob("pytensor/compiledir_*"))
     shutil.rmtree(compiledir / stored["f_modules"][0])
     loaded, stderr = run_child(tmp_path, "load")
     assert loaded["f"] == stored["f"]
     assert "Traceback" not in stderr
+    assert stored["f_modules"][0] not in loaded["f_modules"]  # rebuilt elsewhere
+    again, _ = run_child(tmp_path, "load")
+    assert again["f_modules"] == loaded["f_modules"]
+    assert again["registered"] == len(loaded["f_modules"])  # the entry names the rebuilt module now
 
 
 def test_an_unexpected_pytensor_registers_nothing_and_says_why(monkeypatch, caplog):

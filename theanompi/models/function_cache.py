@@ -448,8 +448,13 @@ def cached_function(inputs: Sequence, outputs, updates=None, mode=None, trust_in
             maker, modules = _load(path.read_bytes(), shared)
             if len(maker.inputs) - sum(1 for i in maker.inputs if i.shared) != len(inputs):
                 raise ValueError("the stored function has other inputs")
-            preload_modules(modules)  # pytensor then skips reading its whole compile directory
+            usable = preload_modules(modules)  # pytensor then skips reading its whole compile directory
             fn = maker.create()
+            if usable < len(modules):  # a module was removed or replaced: store the ones used now
+                try:
+                    _store(path, fn.maker, shared, module_dirs(fn))
+                except OSError as err:
+                    log.warning("function cache: cannot update %s (%s)", path, err)
             os.utime(path)  # recently used: kept longest
             return fn
         except Exception as err:  # a damaged or stale entry: compile again and replace it

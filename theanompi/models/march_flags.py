@@ -6,7 +6,7 @@ compiles and runs a test program with the answer. That costs ~0.4 s in every
 process that compiles (measured on a 2-vCPU AMD EPYC VM), so in every rank of
 every session. The answer depends only on the compiler and the CPU, so
 :func:`use_remembered_march_flags` keeps it in a small JSON file in the cache
-directory, named by a digest of the compiler binary (path, size, mtime), the CPU
+directory, named by a digest of the compiler setting and binary (path, size, mtime), the CPU
 (``/proc/cpuinfo``'s model and flags), pytensor's version and the user's
 ``gcc__cxxflags``; later processes hand it to pytensor (``GCC_compiler.march_flags``)
 and skip the detection. The flags are part of pytensor's module keys, so the
@@ -80,7 +80,7 @@ def flags_file(cache_dir: Path, cxx: str, cxxflags: str, pytensor_version: str,
     if not compiler:
         return None
     cpu = cpu_identity() if cpu is None else cpu
-    digest = hashlib.sha256("\0".join([compiler, cxxflags, pytensor_version, cpu]).encode()).hexdigest()
+    digest = hashlib.sha256("\0".join([cxx, compiler, cxxflags, pytensor_version, cpu]).encode()).hexdigest()
     return cache_dir / f"march-flags-{digest[:32]}.json"
 
 

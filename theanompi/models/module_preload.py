@@ -10,11 +10,13 @@ already knows which modules its thunks use (:func:`module_dirs`, stored with it)
 pytensor's module cache as its own refresh would, and creates that cache without
 the full refresh if no one has created it yet.
 
-Anything unexpected (a module removed meanwhile, an unreadable key) skips that one
-module: pytensor then misses it and falls back to its usual full refresh, so the
-result is the same, only slower. A process that never needed the full refresh
-also skips pytensor's exit-time clean-up of old modules (which would read the
-whole directory after all); the next process that does read it cleans up.
+Anything unexpected (a module removed meanwhile, an unreadable key, a module older
+than pytensor's age limit) skips that one module: pytensor then misses it and falls
+back to its usual full refresh, so the result is the same, only slower, and the
+function cache stores the function's current modules again. pytensor's clean-up of
+its directory (broken, empty and duplicate entries; modules unused for weeks) needs
+the whole directory read: a process that read it anyway cleans up at exit, as
+pytensor's own processes do; one that did not leaves it to the next that does.
 
 Example
 -------
@@ -24,8 +26,8 @@ Example
 >>> dirs = module_dirs(f)
 >>> len(dirs) >= 1 and all("/" not in d for d in dirs)
 True
->>> preload_modules(dirs)        # already known to this process: nothing to read
-0
+>>> preload_modules(dirs) == len(dirs)        # already known to this process: nothing to read
+True
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import atexit
 import logging
 import os
 import pickle
+import time
 from collections.abc import Iterable
 
 log = logging.getLogger(__name__)
@@ -69,21 +72,25 @@ def _module_cache_without_refresh():
 
 
 def _clean_up_if_refreshed(cache) -> None:
-    """pytensor's exit-time clean-up, when this process has read the whole directory anyway."""
+    """pytensor's clean-up (its first refresh's and its exit-time one), when this process has read the
+    whole directory anyway."""
     if getattr(cache, "_theanompi_preloaded", 0) < len(cache.loaded_key_pkl):
+        cache.refresh(cleanup=True)
         cache._on_atexit()
 
 
 def _register(cache, root: str) -> bool:
     """Register the module in ``root`` as ``ModuleCache.refresh`` would; False if it is not usable."""
-    from pytensor.link.c.cmodule import KeyData, get_safe_part, module_name_from_dir
+    from pytensor.link.c.cmodule import KeyData, get_safe_part, last_access_time, module_name_from_dir
 
     key_pkl = os.path.join(root, "key.pkl")
     try:
         entry = module_name_from_dir(root)
+        if time.time() - last_access_time(entry) >= cache.age_thresh_use:
+            return False  # pytensor no longer uses it (and may delete it)
         with open(key_pkl, "rb") as f:
             key_data = pickle.load(f)
-    except (OSError, ValueError, EOFError, pickle.UnpicklingError, AttributeError, ImportError) as err:
+    except Exception as err:  # noqa: BLE001  (as pytensor's refresh: an unreadable entry is skipped)
         log.debug("module preload: skipping %s (%s)", root, err)
         return False
     if not isinstance(key_data, KeyData) or key_data.get_entry() != entry:
@@ -103,7 +110,9 @@ def _register(cache, root: str) -> bool:
 
 
 def preload_modules(names: Iterable[str]) -> int:
-    """Register the modules in these compile-directory entries with pytensor; return how many were new.
+    """Register the modules in these compile-directory entries with pytensor; return how many it knows now.
+
+    Fewer than ``len(names)`` means some entry was not usable (pytensor will look for those modules itself).
 
     It reaches into pytensor's ``ModuleCache`` (``entry_from_key`` and friends, as its ``refresh``
     fills them); should a pytensor release change those, it logs why and registers nothing, and
@@ -124,10 +133,10 @@ def _preload(names: list[str]) -> int:
     cache = _module_cache_without_refresh()
     compiledir = str(pytensor.config.compiledir)
     roots = [os.path.join(compiledir, name) for name in names if name and "/" not in name and name != "lock_dir"]
-    roots = [root for root in roots if os.path.join(root, "key.pkl") not in cache.loaded_key_pkl]
-    if not roots:
-        return 0
-    with lock_ctx():  # as refresh: key.pkl files are written under this lock
-        added = sum(_register(cache, root) for root in roots)
-    cache._theanompi_preloaded = getattr(cache, "_theanompi_preloaded", 0) + added
-    return added
+    new_roots = [root for root in roots if os.path.join(root, "key.pkl") not in cache.loaded_key_pkl]
+    added = 0
+    if new_roots:
+        with lock_ctx():  # as refresh: key.pkl files are written under this lock
+            added = sum(_register(cache, root) for root in new_roots)
+        cache._theanompi_preloaded = getattr(cache, "_theanompi_preloaded", 0) + added
+    return len(roots) - len(new_roots) + added

@@ -167,7 +167,7 @@ class BatchNormLayer(Layer):
         return (input - mean.dimshuffle(pattern)) * (gamma * inv_std.dimshuffle(pattern)) + beta
 
     def _fusable(self, input) -> bool:
-        """Whether :func:`~theanompi.models.ops.batch_norm_train` computes this layer's training output."""
+        """Whether the fused ops (``batch_norm_train``, ``batch_norm_infer``) compute this layer's output."""
         return self.axes == (0,) + tuple(range(2, input.ndim)) and input.dtype in ("float32", "float64")
 
     def _running_aliases(self, batch_mean, batch_inv_std):

@@ -242,7 +242,6 @@ def batch_norm_train(x, gamma, beta, epsilon: float = 1e-4):
     return BatchNormTrain(epsilon)(x, gamma, beta)
 
 
-
 class BatchNormInfer(_BatchNormC):
     """``BatchNormInfer()(x, gamma, beta, mean, inv_std)`` -> y, normalised with the given statistics.
 
@@ -252,8 +251,10 @@ class BatchNormInfer(_BatchNormC):
 
     Example
     -------
-    >>> str(BatchNormInfer())
-    'BatchNormInfer'
+    >>> import pytensor.tensor as pt
+    >>> y = BatchNormInfer()(pt.tensor4("x"), *[pt.vector(n) for n in ("gamma", "beta", "mean", "inv_std")])
+    >>> y.type.ndim, type(y.owner.op).__name__
+    (4, 'BatchNormInfer')
     """
 
     __props__ = ()

@@ -125,11 +125,11 @@ def momentum_sgd(params: Sequence, velocities: Sequence, grads: Sequence, lr, mo
 
     Each gradient is cast to its parameter's dtype; ``lr`` to the first parameter's.
     """
-    params, velocities = list(params), list(velocities)
-    grads = [pt.cast(g, p.dtype) for p, g in zip(params, grads)]
+    params, velocities, grads = list(params), list(velocities), list(grads)
     if not (len(params) == len(velocities) == len(grads)):
         raise ValueError(f"momentum_sgd: {len(params)} params, {len(velocities)} velocities and "
                          f"{len(grads)} gradients; they must pair up")
+    grads = [pt.cast(g, p.dtype) for p, g in zip(params, grads)]
     lr = pt.cast(lr, params[0].dtype) if params else lr
     outs = MomentumSGD(len(params), momentum)(lr, *params, *velocities, *grads)
     return outs[:len(params)], outs[len(params):]

@@ -2,7 +2,8 @@
 
 struct tmpi_bn_geom { npy_intp N, C, S; };
 
-static int tmpi_bn_geometry(PyArrayObject* x, tmpi_bn_geom* g, const char* op)
+/* (N, C, S) of x; an empty batch is an error unless allow_empty (inference has no statistics to take). */
+static int tmpi_bn_geometry(PyArrayObject* x, tmpi_bn_geom* g, const char* op, int allow_empty)
 {
     const int nd = PyArray_NDIM(x);
     if (nd < 2) {
@@ -12,7 +13,7 @@ static int tmpi_bn_geometry(PyArrayObject* x, tmpi_bn_geom* g, const char* op)
     npy_intp* d = PyArray_DIMS(x);
     g->N = d[0]; g->C = d[1]; g->S = 1;
     for (int i = 2; i < nd; ++i) g->S *= d[i];
-    if (g->N * g->S == 0) {
+    if (!allow_empty && g->N * g->S == 0) {
         PyErr_Format(PyExc_ValueError, "%s: no values to normalise over (input shape has a zero "
                      "outside the channel axis)", op);
         return -1;
@@ -121,7 +122,7 @@ static int tmpi_bn_forward(PyArrayObject* x_in, PyArrayObject* gamma_in, PyArray
 {
     const char* op = "batch_norm_train";
     tmpi_bn_geom g;
-    if (tmpi_bn_geometry(x_in, &g, op) != 0) return -1;
+    if (tmpi_bn_geometry(x_in, &g, op, 0) != 0) return -1;
     if (tmpi_bn_check_vector(gamma_in, g.C, op, "gamma") != 0) return -1;
     if (tmpi_bn_check_vector(beta_in, g.C, op, "beta") != 0) return -1;
     const int typenum = PyArray_TYPE(x_in);
@@ -155,7 +156,7 @@ static int tmpi_bn_backward(PyArrayObject* x_in, PyArrayObject* gamma_in, PyArra
 {
     const char* op = "batch_norm_train_grad";
     tmpi_bn_geom g;
-    if (tmpi_bn_geometry(x_in, &g, op) != 0) return -1;
+    if (tmpi_bn_geometry(x_in, &g, op, 0) != 0) return -1;
     if (tmpi_bn_check_vector(gamma_in, g.C, op, "gamma") != 0) return -1;
     if (tmpi_bn_check_vector(mean_in, g.C, op, "mean") != 0) return -1;
     if (tmpi_bn_check_vector(inv_std_in, g.C, op, "inv_std") != 0) return -1;
@@ -211,14 +212,9 @@ static int tmpi_bn_infer(PyArrayObject* x_in, PyArrayObject* gamma_in, PyArrayOb
                          PyArrayObject* mean_in, PyArrayObject* inv_std_in, PyArrayObject** y)
 {
     const char* op = "batch_norm_infer";
-    const int nd = PyArray_NDIM(x_in);
-    if (nd < 2) {
-        PyErr_Format(PyExc_ValueError, "%s: input must have at least 2 dimensions, got %d", op, nd);
-        return -1;
-    }
     tmpi_bn_geom g;
-    g.N = PyArray_DIMS(x_in)[0]; g.C = PyArray_DIMS(x_in)[1]; g.S = 1;
-    for (int i = 2; i < nd; ++i) g.S *= PyArray_DIMS(x_in)[i];
+    if (tmpi_bn_geometry(x_in, &g, op, 1) != 0) return -1;
+    const int nd = PyArray_NDIM(x_in);
     PyArrayObject* vectors[4] = {gamma_in, beta_in, mean_in, inv_std_in};
     const char* names[4] = {"gamma", "beta", "mean", "inv_std"};
     for (int i = 0; i < 4; ++i)
