@@ -5,6 +5,7 @@ pytensor is configured (BLAS, C backend, shared cache) before any test imports i
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -28,6 +29,18 @@ ASSETS = ROOT / "tests" / "assets"
 def stress_reps(default: int) -> int:
     """Repetitions of the protocol stress tests: THEANOMPI_STRESS_REPS overrides the suite's default."""
     return int(os.environ.get("THEANOMPI_STRESS_REPS", default))
+
+
+def run_python_in_cache(code: str, cache: Path, *args: str, timeout: float = 300) -> tuple[dict, str]:
+    """Run ``python -c code args`` in a fresh interpreter whose theanompi cache (compile cache included) is
+    ``cache``; fail the test on non-zero exit; return (its last stdout line as JSON, its stderr)."""
+    env = {**os.environ, "THEANOMPI_CACHE_DIR": str(cache)}
+    env.pop("PYTENSORRC", None)
+    env.pop("THEANOMPI_FUNCTION_CACHE", None)
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, env=env,
+                          timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
 
 
 def run_mpi(script: str, n: int, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:

@@ -4,13 +4,11 @@ running g++, and a damaged file is detected again (each case in a fresh interpre
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import run_python_in_cache
 
 from theanompi.models import march_flags as mf
 
@@ -31,13 +29,8 @@ print(json.dumps({"flags": flags, "in_args": all(f in args for f in flags)}))
 """
 
 
-def probe(cache: Path, mode: str) -> dict:
-    env = {**os.environ, "THEANOMPI_CACHE_DIR": str(cache)}
-    env.pop("PYTENSORRC", None)
-    proc = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True, cwd=ROOT, env=env,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+def probe(cache: Path, mode: str) -> tuple[dict, str]:
+    return run_python_in_cache(PROBE, cache, mode, timeout=120)
 
 
 def stored_files(cache: Path) -> list[Path]:

@@ -4,15 +4,11 @@ and for a module removed meanwhile. Each process is a fresh interpreter with its
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
-from conftest import ROOT
+from conftest import run_python_in_cache
 
 #: "store": compile f (stored with its modules) and an unrelated g; "load": f from the cache, then a new h
 CHILD = """
@@ -41,13 +37,7 @@ print(json.dumps(out))
 
 
 def run_child(cache: Path, mode: str) -> tuple[dict, str]:
-    env = {**os.environ, "THEANOMPI_CACHE_DIR": str(cache)}
-    env.pop("PYTENSORRC", None)
-    env.pop("THEANOMPI_FUNCTION_CACHE", None)
-    proc = subprocess.run([sys.executable, "-c", CHILD, mode], capture_output=True, text=True, cwd=ROOT, env=env,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+    return run_python_in_cache(CHILD, cache, mode)
 
 
 def module_entries(cache: Path) -> list[Path]:
