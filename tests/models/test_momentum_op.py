@@ -10,9 +10,16 @@ import pytest
 from pytensor.compile.mode import get_default_mode
 
 from theanompi.models.ops import MomentumSGD, momentum_sgd
-from theanompi.models.ops.momentum import INPLACE_TAG, momentum_sgd_numpy
+from theanompi.models.ops.momentum import INPLACE_TAG
 
 SHAPES = [(3, 2, 3, 3), (5,), (4, 3)]
+
+
+def momentum_sgd_numpy(lr, momentum, params, velocities, grads):
+    """NumPy reference: (new params, new velocities); mu*v in float64, lr*g in the parameter's dtype."""
+    new_v = [(momentum * v.astype(np.float64) - (np.asarray(lr, p.dtype) * g)).astype(p.dtype)
+             for p, v, g in zip(params, velocities, grads)]
+    return [p + v for p, v in zip(params, new_v)], new_v
 
 
 def _setup(dtype, seed=0):

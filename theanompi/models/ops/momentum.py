@@ -53,13 +53,6 @@ __all__ = ["MomentumSGD", "momentum_sgd", "INPLACE_TAG"]
 INPLACE_TAG = "theanompi_inplace_momentum"
 
 
-def momentum_sgd_numpy(lr, momentum, params, velocities, grads):
-    """NumPy reference: (new params, new velocities)."""
-    new_v = [(momentum * v.astype(np.float64) - (np.asarray(lr, p.dtype) * g)).astype(p.dtype)
-             for p, v, g in zip(params, velocities, grads)]
-    return [p + v for p, v in zip(params, new_v)], new_v
-
-
 class MomentumSGD(Op):
     """``MomentumSGD(n, momentum)(lr, p_1..p_n, v_1..v_n, g_1..g_n)`` -> (p_1'..p_n', v_1'..v_n').
 
