@@ -17,9 +17,11 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/tmlauncher -cfg=launch_session.cfg
 
-# lint runs first, so a new ruff violation fails `make test` (rules: [tool.ruff] in pyproject.toml)
+# lint runs first, so a new violation fails `make test`: ruff ([tool.ruff] in pyproject.toml) and the layers of the
+# house (import-linter, [tool.importlinter]; ARCHITECTURE.md)
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 
 test: lint
 	$(BIN)/python -m pytest -q --durations=25 tests

@@ -16,13 +16,15 @@ INSTALL_REQUIRES = [
 
 EXTRAS = {
     # torch and keras run the Multiverso PyTorch/Keras examples in the tests; jax checks the ops' JAX dispatch
-    "test": ["pytest>=9.2", "pytest-timeout>=2.4", "ruff>=0.17.6", "torch==2.13.0", "keras>=3.15", "jax>=0.10.2"],
+    # import-linter checks the layers of the house (ARCHITECTURE.md); mypy the types
+    "test": ["pytest>=9.2", "pytest-timeout>=2.4", "ruff>=0.17.6", "import-linter>=2.17", "mypy>=2.4.1",
+             "torch==2.13.0", "keras>=3.15", "jax>=0.10.2"],
     "keras": ["keras>=3.15"],  # theanompi.multiverso.keras_ext.MVCallback (with any Keras backend)
     "jax": ["jax>=0.10.2"],  # pytensor's JAX mode (CPU here; the [cuda] extra adds the GPU plugin)
     # torch 2.13.0 is the CPU build available offline on the dev machines; a looser
     # range would pull the registry's newest CUDA build (several GB).
     "bench": ["torch==2.13.0"],
-    # PyTorch ModelClasses (theanompi.models.torch.TorchClassifierModel); the same tested version as bench
+    # PyTorch ModelClasses (theanompi.models.torch_classifier.TorchClassifierModel); the same tested version as bench
     "torch": ["torch==2.13.0"],
     # GPU workers: CuPy and a CUDA jax built for the machine's CUDA major version; the code imports
     # `cupy` and `jax`, whichever build is installed. `cuda` is the current one (CUDA 13).
@@ -38,8 +40,8 @@ setup(
     license="MIT",
     python_requires=">=3.11",
     packages=find_packages(include=["theanompi", "theanompi.*"]),
-    package_data={"theanompi.models.ops": ["csrc/*.h"]},  # the ops' C sources
+    package_data={"theanompi.backend.ops": ["csrc/*.h"]},  # the ops' C sources
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS,
-    entry_points={"console_scripts": ["tmlauncher=theanompi.launch:main"]},
+    entry_points={"console_scripts": ["tmlauncher=theanompi.launch.cli:main"]},
 )

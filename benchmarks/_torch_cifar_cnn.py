@@ -12,7 +12,7 @@ from _ddp_worker import cifar_cnn  # noqa: E402
 
 from theanompi.models.data.synthetic import SyntheticData  # noqa: E402
 from theanompi.models.hyperparams import CHECKS  # noqa: E402
-from theanompi.models.torch import TorchClassifierModel  # noqa: E402
+from theanompi.models.torch_classifier import TorchClassifierModel  # noqa: E402
 
 
 class TorchCifarCNN(TorchClassifierModel):

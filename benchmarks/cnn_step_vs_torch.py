@@ -82,7 +82,7 @@ def cpu_model() -> str:
 
 def machine_info() -> dict:
     """Where a benchmark ran: platform, CPU model and count, load, and the BLAS kernels in use."""
-    from theanompi.backend import blas_report
+    from theanompi.backend.pytensor_config import blas_report
 
     return {"platform": platform.platform(), "cpu_model": cpu_model(), "cpus": os.cpu_count(),
             "loadavg_1min": os.getloadavg()[0], "blas": blas_report()}
@@ -109,7 +109,7 @@ def build_pytensor_step(params, lr, linker="cvm", profile=False):
     import pytensor.tensor as pt
     from pytensor.compile.mode import Mode
 
-    from theanompi.models.ops import conv2d, max_pool2d
+    from theanompi.backend.ops import conv2d, max_pool2d
 
     shared = {k: pytensor.shared(v, name=k) for k, v in params.items()}
     x = pt.tensor4("x", dtype="float32")

@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     import pytensor.tensor as pt
 
     import theanompi  # noqa: F401  (pytensor configuration)
-    from theanompi.models.ops import conv2d
+    from theanompi.backend.ops import conv2d
 
     x_var, w_var, gy_var = (pt.tensor4(n, dtype="float32") for n in ("x", "W", "gy"))
     y_var = conv2d(x_var, w_var, pad=1)

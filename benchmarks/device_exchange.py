@@ -29,8 +29,8 @@ def rank_main(args) -> None:
     import numpy as np
     from mpi4py import MPI
 
-    from theanompi.devices import count_local_gpus
-    from theanompi.exchange import make_exchanger
+    from theanompi.comm.exchange import make_exchanger
+    from theanompi.core.devices import count_local_gpus
 
     comm = MPI.COMM_WORLD
     n_gpus = count_local_gpus()
@@ -83,7 +83,7 @@ def main() -> None:
     parser.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results", "device_exchange.json"))
     args = parser.parse_args()
     if "OMPI_COMM_WORLD_SIZE" not in os.environ:
-        from theanompi.devices import count_local_gpus
+        from theanompi.core.devices import count_local_gpus
 
         n_gpus = count_local_gpus()
         if n_gpus == 0:

@@ -51,15 +51,15 @@ def main() -> None:
     args = parser.parse_args()
     relaunch_under_mpiexec(args.ranks)
 
-    from theanompi.backend import configure_pytensor
+    from theanompi.backend.pytensor_config import configure_pytensor
 
     configure_pytensor()
     import numpy as np
     import pytensor
     from mpi4py import MPI
 
-    from theanompi.exchange.mpi import MPIExchanger
-    from theanompi.params import FusedParams
+    from theanompi.comm.exchange.mpi import MPIExchanger
+    from theanompi.comm.fused_params import FusedParams
 
     comm = MPI.COMM_WORLD
     ex = MPIExchanger(comm)

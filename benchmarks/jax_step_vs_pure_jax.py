@@ -22,10 +22,11 @@ import time
 
 
 def build_ours(model_options):
-    from theanompi.contract import WorkerConfig
+    from theanompi.core.session_options import SessionOptions
+    from theanompi.models.contract import WorkerConfig
     from theanompi.models.mlp import MLP
 
-    config = WorkerConfig(rank=0, size=1, seed=0, device="cpu0", options={"compute": "jax"},
+    config = WorkerConfig(rank=0, size=1, seed=0, device="cpu0", options=SessionOptions(compute="jax"),
                           model_options=model_options)
     model = MLP(config)
     initial = [p.get_value() for p in model.params]  # before compile: numpy copies
@@ -62,7 +63,7 @@ def build_pure(initial, lr, mu):
 def measure(model_options, steps, repeats):
     import numpy as np
 
-    from theanompi.recorder import Recorder
+    from theanompi.session.recorder import Recorder
 
     model, initial = build_ours(model_options)
     recorder = Recorder(tempfile.mkdtemp(), write=False)
@@ -94,7 +95,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results", "jax_step.json"))
     args = parser.parse_args()
-    from theanompi.backend import configure_pytensor
+    from theanompi.backend.pytensor_config import configure_pytensor
 
     configure_pytensor()
     import jax

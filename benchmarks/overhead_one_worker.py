@@ -23,17 +23,16 @@ import time
 def build(model_options, sync_type):
     from mpi4py import MPI
 
-    from theanompi.rank_main import RankContext
+    from theanompi.core.session_options import BSPOptions
     from theanompi.rules.bsp import BSPWorker
-    from theanompi.session import SessionSpec
+    from theanompi.runtime.rank_context import RankContext
+    from theanompi.session.spec import SessionSpec
 
     spec = SessionSpec(rule="BSP", devices=["cpu0"], modelfile="theanompi.models.mlp", modelclass="MLP", cwd=".",
-                       options={"sync_type": sync_type, "avg_freq": 1, "exch_strategy": "ar", "seed": 0,
-                                "n_epochs": 1, "run_dir": tempfile.mkdtemp(), "lr_scaling": "none",
-                                "warmup_epochs": 0.0},
+                       options=BSPOptions(sync_type=sync_type, n_epochs=1, run_dir=tempfile.mkdtemp()),
                        model_options=model_options)
-    worker = BSPWorker(RankContext(spec=spec, rank=0, role="worker", device="cpu0", comm=MPI.COMM_WORLD))
-    worker.setup()  # the constructor only stores; run() would set up itself
+    worker = BSPWorker.create(RankContext(spec=spec, rank=0, role="worker", device="cpu0", comm=MPI.COMM_WORLD))
+    worker.start()  # run() would start it itself
     return worker
 
 
@@ -82,7 +81,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results", "overhead.json"))
     args = parser.parse_args()
-    from theanompi.backend import configure_pytensor
+    from theanompi.backend.pytensor_config import configure_pytensor
 
     configure_pytensor()
     cases = {

@@ -37,7 +37,7 @@ def main(argv=None) -> int:
     import pytensor.tensor as pt
 
     import theanompi  # noqa: F401  (pytensor configuration)
-    from theanompi.models.ops import max_pool2d
+    from theanompi.backend.ops import max_pool2d
 
     x_var, gy_var = pt.tensor4("x", dtype="float32"), pt.tensor4("gy", dtype="float32")
     y_var = max_pool2d(x_var, 2)

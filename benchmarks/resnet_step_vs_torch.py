@@ -14,7 +14,7 @@ loss comparison here (the ops are checked against references in the tests).
 Compile time: child processes build and compile the model with an empty
 compile cache (cold: every C module is built, the rewritten functions are
 stored), then with that cache filled (warm: the functions load from the
-function cache, ``theanompi.models.function_cache``), then warm again with
+function cache, ``theanompi.backend.function_cache``), then warm again with
 the function cache off (``warm_rewrite``: pytensor rewrites the graphs, as
 every rank did before that cache); each is timed from model construction
 to compiled functions. ``warm_first`` is the first process after the cold
@@ -65,7 +65,7 @@ def parse_args(argv=None):
 
 
 def build_model(batch: int):
-    from theanompi.contract import WorkerConfig
+    from theanompi.models.contract import WorkerConfig
     from theanompi.models.zoo.resnet import ResNet20
 
     options = {"data": "synthetic", "batch_size": batch, "train_size": 2 * batch, "val_size": batch}

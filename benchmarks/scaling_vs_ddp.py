@@ -44,7 +44,7 @@ def ours(model: str, workers: int, batch: int, steps: int, run_dir: Path) -> flo
 
 
 def ddp(model: str, workers: int, batch: int, steps: int) -> float:
-    from theanompi.mpirun import find_mpiexec, mpiexec_env
+    from theanompi.launch.mpiexec import find_mpiexec, mpiexec_env
 
     argv = [find_mpiexec(), "--oversubscribe", "--bind-to", "none", "-n", str(workers), sys.executable,
             str(HERE / "_ddp_worker.py"), "--model", model, "--batch", str(batch), "--steps", str(steps)]

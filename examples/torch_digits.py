@@ -5,7 +5,7 @@ Run it with ``tmlauncher -cfg=examples/torch_digits.cfg`` (BSP) or pick another 
 
 Example
 -------
->>> from theanompi.contract import WorkerConfig
+>>> from theanompi.models.contract import WorkerConfig
 >>> model = DigitsCNN(WorkerConfig(rank=0, size=1, seed=0, device="cpu0"))
 >>> model.data.x_train.shape, sum(p.numel() for p in model.params)
 ((1500, 1, 8, 8), 17258)
@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from theanompi.models.data.digits import load_digits_split
-from theanompi.models.torch import TorchClassifierModel
+from theanompi.models.torch_classifier import TorchClassifierModel
 
 
 class DigitsCNN(TorchClassifierModel):

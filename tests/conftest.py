@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from theanompi.backend import configure_pytensor
-from theanompi.mpirun import find_mpiexec, mpiexec_env
+from theanompi.backend.pytensor_config import configure_pytensor
+from theanompi.launch.mpiexec import find_mpiexec, mpiexec_env
 
 configure_pytensor()
 
@@ -71,6 +71,13 @@ def run_rule_init(cwd: Path, rule: str, timeout: float = 240, **init_kwargs: obj
     return proc
 
 
+def plan(rule: type, *args: object, **kwargs: object) -> tuple:
+    """``(spec, ranks)`` of a session asked for with ``Rule().init``'s keywords (planned and checked, not started)."""
+    from theanompi.launch.plan import SessionRequest, plan_session
+
+    return plan_session(SessionRequest.from_keywords(rule, *args, **kwargs))
+
+
 def write_cfg(path: Path, **keys: object) -> Path:
     """A cfg file with the default session's keys, overridden/extended by ``keys`` (None drops one).
 
@@ -93,7 +100,7 @@ def cfg_dir(tmp_path):
 # Names whose use means a test starts real processes over MPI: the helpers above, mpiexec itself, or the launcher.
 STARTS_MPI_NAMES = frozenset({"run_mpi", "run_launcher", "run_rule_init", "find_mpiexec", "mpiexec_env", "Popen"})
 # Text that means a test writes a script that does so (a user script calling RULE().init(), a tmlauncher command).
-STARTS_MPI_TEXT = ("tmlauncher", "mpiexec", "rule.init(", "from theanompi.launch import main")
+STARTS_MPI_TEXT = ("tmlauncher", "mpiexec", "rule.init(", "from theanompi.launch.cli import main")
 
 
 def _code_starts_mpi(code: types.CodeType, namespace: dict, seen: set) -> bool:

@@ -38,7 +38,7 @@ def _pickled_code_checkpoint(tmp: Path) -> dict:
 def _other_rules_checkpoint(tmp: Path) -> dict:
     import numpy as np
 
-    from theanompi.checkpoint import save_checkpoint
+    from theanompi.session.checkpoint import save_checkpoint
 
     save_checkpoint(tmp / "ckpts", {"rule": "BSP", "epoch": 0, "iteration": 1, "n_workers": 2,
                                     "worker_params": [[np.zeros(2, "float32")]] * 2, "worker_state": [[], []]})
@@ -48,7 +48,7 @@ def _other_rules_checkpoint(tmp: Path) -> dict:
 def _truncated_newest_checkpoint(tmp: Path) -> dict:
     import numpy as np
 
-    from theanompi.checkpoint import save_checkpoint
+    from theanompi.session.checkpoint import save_checkpoint
 
     for epoch in (0, 1):
         path = save_checkpoint(tmp / "ckpts", {"rule": "BSP", "epoch": epoch, "iteration": 1, "n_workers": 2,
@@ -136,7 +136,7 @@ def _keys(spec, tmp_path: Path) -> dict:
 
 def _needs_no_gpu(name: str) -> None:
     if name == "cuda without gpu":
-        from theanompi.devices import count_local_gpus
+        from theanompi.core.devices import count_local_gpus
 
         if count_local_gpus():
             pytest.skip("this machine has a GPU")
@@ -194,8 +194,8 @@ def test_flag_overrides_are_validated_too(tmp_path):
 
 def test_example_cfgs_are_valid(tmp_path):
     """Every examples/*.cfg passes the launcher's checks (they are run in full by hand / other tests)."""
-    from theanompi.cfg import read_cfg_file, session_arguments
+    from theanompi.launch.cfg import read_cfg_file, session_request
+    from theanompi.launch.plan import plan_session
 
     for cfg in sorted((ROOT / "examples").glob("*.cfg")):
-        rule, kwargs = session_arguments(read_cfg_file(cfg))
-        rule.plan_session(cwd=str(ROOT), **kwargs)
+        plan_session(session_request(read_cfg_file(cfg), cwd=str(ROOT)))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import ASSETS, ROOT, run_launcher, run_mpi, run_rule_init, write_cfg
 
-from theanompi.training import load_final_params
+from theanompi.runtime.records import load_final_params
 
 
 def summary(run_dir):
@@ -71,7 +71,7 @@ def test_avg_session_learns_via_rule_init_and_wait(tmp_path):
 
 def _descendants(pid):
     out = subprocess.run(["ps", "-eo", "pid=,ppid=,pgid=,args="], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "theanompi.rank_main" in line and str(pid) in line]
+    return [line for line in out.splitlines() if "theanompi.rules.rank_main" in line and str(pid) in line]
 
 
 def test_ctrl_c_ends_every_rank(tmp_path):

@@ -1,7 +1,7 @@
 import pytest
 
-from theanompi.cfg import parse_cfg_text, read_cfg_file, session_arguments
-from theanompi.errors import ConfigError
+from theanompi.core.errors import ConfigError
+from theanompi.launch.cfg import parse_cfg_text, read_cfg_file, session_request
 from theanompi.rules import BSP
 
 GOOD = "RULE=BSP\nMODELFILE=theanompi.models.mlp\nMODELCLASS=MLP\nDEVICES=cpu0,cpu1\n"
@@ -17,12 +17,14 @@ def test_values_are_never_evaluated():
     assert raw["MODEL_NAME"] == "$(rm -rf /) `x` ${HOME}"
 
 
-def test_session_arguments_map_rule_and_model_keys():
+def test_session_request_maps_rule_and_model_keys():
     raw = parse_cfg_text(GOOD + "BSP_SYNC_TYPE=avg\nBSP_AVG_FREQ=3\nN_EPOCHS=4\nMODEL_BATCH_SIZE=16\nMODEL_LR=0.1\n")
-    rule, kwargs = session_arguments(raw)
-    assert rule is BSP
-    assert kwargs["sync_type"] == "avg" and kwargs["avg_freq"] == 3 and kwargs["n_epochs"] == 4
-    assert kwargs["model_options"] == {"batch_size": 16, "lr": 0.1}
+    request = session_request(raw)
+    assert request.rule is BSP and request.devices == "cpu0,cpu1" and request.modelclass == "MLP"
+    options = request.options
+    assert options.sync_type == "avg" and options.avg_freq == 3 and options.n_epochs == 4
+    assert request.given == {"sync_type", "avg_freq", "n_epochs"}
+    assert request.model_options == {"batch_size": 16, "lr": 0.1}
 
 
 @pytest.mark.parametrize("text, fragment", [
@@ -45,17 +47,17 @@ def test_bad_lines(text, fragment):
 ])
 def test_bad_values(extra, fragment):
     with pytest.raises(ConfigError, match=fragment):
-        session_arguments(parse_cfg_text(GOOD + extra))
+        session_request(parse_cfg_text(GOOD + extra))
 
 
 def test_missing_required_key():
     with pytest.raises(ConfigError, match="required key DEVICES is missing"):
-        session_arguments(parse_cfg_text("RULE=BSP\nMODELFILE=m\nMODELCLASS=C\n"))
+        session_request(parse_cfg_text("RULE=BSP\nMODELFILE=m\nMODELCLASS=C\n"))
 
 
 def test_unknown_rule():
     with pytest.raises(ConfigError, match="RULE='XYZ' is not allowed; use one of: BSP"):
-        session_arguments(parse_cfg_text(GOOD.replace("RULE=BSP", "RULE=XYZ")))
+        session_request(parse_cfg_text(GOOD.replace("RULE=BSP", "RULE=XYZ")))
 
 
 def test_a_byte_order_mark_is_not_part_of_the_first_key(tmp_path):

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from conftest import ASSETS, run_launcher, write_cfg
 
-from theanompi.checkpoint import load_checkpoint, resolve_checkpoint
-from theanompi.errors import ConfigError
-from theanompi.training import load_final_params
+from theanompi.core.errors import ConfigError
+from theanompi.runtime.records import load_final_params
+from theanompi.session.checkpoint import load_checkpoint, resolve_checkpoint
 
 
 @pytest.mark.parametrize("sync_type", ["cdd", "avg"])
@@ -82,7 +82,7 @@ def test_resume_continues_every_rule_from_its_checkpoint(tmp_path, rule):
 
 
 def test_resume_from_a_directory_skips_a_damaged_newest_checkpoint(tmp_path, caplog):
-    from theanompi.checkpoint import load_newest_intact, save_checkpoint
+    from theanompi.session.checkpoint import load_newest_intact, save_checkpoint
 
     for epoch in (0, 1, 2):
         path = save_checkpoint(tmp_path, {"rule": "BSP", "epoch": epoch, "iteration": epoch, "n_workers": 1,

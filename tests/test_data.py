@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from theanompi.errors import ConfigError
+from theanompi.core.errors import ConfigError
 from theanompi.models.data.base import ShardedArrayData
 from theanompi.models.data.digits import load_digits_split
 

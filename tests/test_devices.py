@@ -1,7 +1,7 @@
 import pytest
 
-from theanompi.devices import Device, check_local_devices, count_local_gpus, parse_devices
-from theanompi.errors import ConfigError
+from theanompi.core.devices import Device, check_local_devices, count_local_gpus, parse_devices
+from theanompi.core.errors import ConfigError
 
 
 def test_cpu_list():

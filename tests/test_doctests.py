@@ -14,6 +14,7 @@ import pkgutil
 import pytest
 
 import theanompi
+from theanompi.models.current_config import set_current
 
 # Modules that cannot be imported in the test process, each with the reason.
 NOT_IMPORTABLE = {
@@ -23,17 +24,24 @@ NOT_IMPORTABLE = {
 
 # Modules that need an optional package; their examples run when it is installed.
 OPTIONAL_PACKAGE = {
-    "theanompi.models.torch": "torch",
+    "theanompi.models.torch_classifier": "torch",
     "theanompi.multiverso.keras_ext": "keras",
     "theanompi.multiverso.theano_ext.keras_ext.callbacks": "keras",
 }
 
-# Modules whose docstrings must show at least one example (a package prefix covers its modules).
-MUST_HAVE_EXAMPLES = ("theanompi.models.layers", "theanompi.models.zoo", "theanompi.watchdog", "theanompi.run_dir",
-                      "theanompi.mpirun", "theanompi.options", "theanompi.multiverso.api",
-                      "theanompi.multiverso.guards",
-                      "theanompi.multiverso.theano_ext.param_manager", "theanompi.param_access",
-                      "theanompi.models.hyperparams", "theanompi.models.torch")
+# Packages every module of which must show at least one docstring example, and single modules that must.
+MUST_HAVE_EXAMPLES_UNDER = ("theanompi.models.layers.", "theanompi.models.zoo.", "theanompi.models.data.")
+MUST_HAVE_EXAMPLES = ("theanompi.models.layers", "theanompi.models.zoo", "theanompi.session.watchdog",
+                      "theanompi.session.run_dir", "theanompi.launch.mpiexec", "theanompi.core.options",
+                      "theanompi.core.session_options", "theanompi.core.option_checks", "theanompi.core.devices",
+                      "theanompi.core.polling", "theanompi.launch.cfg", "theanompi.multiverso.api",
+                      "theanompi.multiverso.guards", "theanompi.multiverso.theano_ext.param_manager",
+                      "theanompi.comm.param_access", "theanompi.models.hyperparams",
+                      "theanompi.models.torch_classifier", "theanompi.models.contract", "theanompi.models.layers2",
+                      "theanompi.rules.easgd", "theanompi.runtime.records", "theanompi.models.data",
+                      "theanompi.lasagne", "theanompi.lasagne.layers", "theanompi.lasagne.random",
+                      "theanompi.lasagne.utils", "theanompi.lasagne._unported", "theanompi.lasagne_alias",
+                      "theanompi.core.module_alias", "theanompi.runtime.rank_context", "theanompi.session.spec")
 
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
@@ -55,7 +63,9 @@ def test_docstring_examples(name: str) -> None:
         os.environ.setdefault("KERAS_BACKEND", "torch")  # keras 3 defaults to tensorflow, which is not a dependency
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=FLAGS)
-    if name.startswith(MUST_HAVE_EXAMPLES):
+    if name.startswith("theanompi.models.data"):
+        set_current(None)  # the data loaders' examples set the rank's current WorkerConfig
+    if name in MUST_HAVE_EXAMPLES or name.startswith(MUST_HAVE_EXAMPLES_UNDER):
         assert result.attempted > 0, f"{name} has no docstring example"
     assert result.failed == 0, f"{result.failed} of {result.attempted} docstring example(s) of {name} failed (above)"
 
@@ -64,7 +74,7 @@ def test_walk_finds_the_known_examples() -> None:
     """The walk reaches nested packages (guards against a silently empty parametrization)."""
     names = all_modules()
     assert len(names) > 100
-    nested = {"theanompi.models.layers.dense", "theanompi.multiverso.theano_ext.sharedvar", "theanompi.ps.server"}
+    nested = {"theanompi.models.layers.dense", "theanompi.multiverso.theano_ext.sharedvar", "theanompi.comm.ps.server"}
     assert nested <= set(names)
 
 

@@ -4,12 +4,13 @@ import json
 import math
 
 import pytest
-from conftest import ASSETS, run_launcher, run_mpi, run_rule_init, stress_reps, write_cfg
+from conftest import ASSETS, plan, run_launcher, run_mpi, run_rule_init, stress_reps, write_cfg
 
-from theanompi.devices import parse_devices
-from theanompi.errors import ConfigError
+import theanompi
+from theanompi.core.devices import parse_devices
+from theanompi.core.errors import ConfigError
 from theanompi.rules.easgd import EASGD, grant_steps
-from theanompi.training import load_final_params
+from theanompi.runtime.records import load_final_params
 
 EASGD_MODELS = str(ASSETS / "easgd_models.py")
 N_TRAIN = 1500  # digits training samples
@@ -55,12 +56,12 @@ def test_plan_session_defaults_and_registration(tmp_path):
     import theanompi
     from theanompi.rules import get_rule
 
-    assert theanompi.EASGD is EASGD and get_rule("easgd") is EASGD
-    spec, ranks = EASGD.plan_session(["cpu0", "cpu1", "cpu2"], "theanompi.models.mlp", "MLP", cwd=str(tmp_path))
+    assert theanompi.EASGD.rule is EASGD and get_rule("easgd") is EASGD
+    spec, ranks = plan(EASGD, ["cpu0", "cpu1", "cpu2"], "theanompi.models.mlp", "MLP", cwd=str(tmp_path))
     assert len(ranks) == 4 and [r["role"] for r in spec.ranks] == ["server", "worker", "worker", "worker"]
-    assert spec.options["alpha"] == 0.5 and spec.options["tau"] == 4
-    spec, _ = EASGD.plan_session("cpu0", "theanompi.models.mlp", "MLP", cwd=str(tmp_path), alpha="1", tau="7")
-    assert spec.options["alpha"] == 1.0 and spec.options["tau"] == 7
+    assert spec.options.alpha == 0.5 and spec.options.tau == 4
+    spec, _ = plan(EASGD, "cpu0", "theanompi.models.mlp", "MLP", cwd=str(tmp_path), alpha="1", tau="7")
+    assert spec.options.alpha == 1.0 and spec.options.tau == 7
 
 
 @pytest.mark.parametrize("options, message", [
@@ -71,12 +72,12 @@ def test_plan_session_defaults_and_registration(tmp_path):
     ({"avg_freq": 2}, "EASGD: unknown option 'avg_freq'"),
 ])
 def test_bad_options_via_init_raise_config_error(tmp_path, options, message):
-    rule = EASGD()
+    rule = theanompi.EASGD()
     with pytest.raises(ConfigError) as err:
         rule.init(devices=["cpu0", "cpu1"], modelfile="theanompi.models.mlp", modelclass="MLP",
                   run_dir=str(tmp_path / "never"), **options)
     assert message in str(err.value)
-    assert rule.session is None and not (tmp_path / "never").exists()
+    assert rule.run is None and not (tmp_path / "never").exists()
 
 
 @pytest.mark.parametrize("key, value, fragment", [

@@ -182,7 +182,7 @@ def test_reused_run_dir_starts_clean_and_a_busy_one_is_refused(tmp_path):
     """Old status files neither stop nor get blamed for a new session; two sessions never share a RUN_DIR."""
     from conftest import run_launcher
 
-    from theanompi.run_dir import claim_run_dir
+    from theanompi.session.run_dir import claim_run_dir
 
     status = tmp_path / "run" / "ranks"
     status.mkdir(parents=True)

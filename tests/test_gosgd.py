@@ -4,14 +4,13 @@ import json
 
 import numpy as np
 import pytest
-from conftest import ASSETS, run_launcher, run_mpi, run_rule_init, stress_reps, write_cfg
+from conftest import ASSETS, plan, run_launcher, run_mpi, run_rule_init, stress_reps, write_cfg
 
-from theanompi import GOSGD
-from theanompi.errors import ConfigError
-from theanompi.options import fraction as probability
-from theanompi.rules import get_rule
+from theanompi.core.errors import ConfigError
+from theanompi.core.options import fraction as probability
+from theanompi.rules import GOSGD, get_rule
 from theanompi.rules.gosgd import header_slots, merge, pack_message, unpack_message
-from theanompi.training import load_final_params
+from theanompi.runtime.records import load_final_params
 
 
 def summary(run_dir):
@@ -98,12 +97,12 @@ def test_message_carries_the_weight_in_float64(dtype):
 def test_option_p():
     assert probability("1") == 1.0 and probability(0.2) == 0.2
     assert get_rule("gosgd") is GOSGD
-    spec, ranks = GOSGD.plan_session(["cpu0", "cpu1"], "theanompi.models.mlp", "MLP", p=0.2)
-    assert spec.options["p"] == 0.2 and len(ranks) == 2
-    assert GOSGD.plan_session(["cpu0"], "theanompi.models.mlp", "MLP")[0].options["p"] == 0.1
+    spec, ranks = plan(GOSGD, ["cpu0", "cpu1"], "theanompi.models.mlp", "MLP", p=0.2)
+    assert spec.options.p == 0.2 and len(ranks) == 2
+    assert plan(GOSGD, ["cpu0"], "theanompi.models.mlp", "MLP")[0].options.p == 0.1
     for bad in (0, 1.5, "x", True, float("nan")):
         with pytest.raises(ConfigError, match="GOSGD_P=.* is not allowed; use a number in \\(0, 1\\]"):
-            GOSGD.plan_session(["cpu0", "cpu1"], "theanompi.models.mlp", "MLP", p=bad)
+            plan(GOSGD, ["cpu0", "cpu1"], "theanompi.models.mlp", "MLP", p=bad)
 
 
 @pytest.mark.parametrize("value", ["0", "2"])

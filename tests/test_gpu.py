@@ -4,11 +4,12 @@
 import json
 
 import pytest
-from conftest import ASSETS, run_launcher, run_mpi, write_cfg
+from conftest import ASSETS, plan, run_launcher, run_mpi, write_cfg
 
-from theanompi.devices import count_local_gpus, parse_devices
-from theanompi.errors import ConfigError
-from theanompi.mpirun import RankSpec, mpiexec_command
+from theanompi.core.devices import count_local_gpus, parse_devices
+from theanompi.core.errors import ConfigError
+from theanompi.launch.mpiexec import mpiexec_command
+from theanompi.session.spec import RankSpec
 
 N_GPUS = count_local_gpus()
 requires_gpu = pytest.mark.skipif(N_GPUS < 1, reason="needs a CUDA GPU with CuPy")
@@ -39,9 +40,9 @@ def test_mpiexec_pins_cuda_ranks_and_tames_jax_memory(monkeypatch):
 
 
 def _plan(**options):
-    from theanompi import BSP
+    from theanompi.rules import BSP
 
-    return BSP.plan_session(modelfile="theanompi.models.mlp", modelclass="MLP", **options)
+    return plan(BSP, modelfile="theanompi.models.mlp", modelclass="MLP", **options)
 
 
 @pytest.mark.skipif(N_GPUS > 0, reason="this machine has a GPU")
@@ -60,7 +61,7 @@ def test_gpu_config_errors(options, fragment):
 
 def test_remote_cuda_devices_plan_without_local_gpu_libraries():
     spec, _ = _plan(devices="node1:cuda0,cuda1", exch_strategy="nccl32", compute="auto")
-    assert spec.options["compute"] == "auto" and spec.options["exch_strategy"] == "nccl32"
+    assert spec.options.compute == "auto" and spec.options.exch_strategy == "nccl32"
 
 
 @pytest.mark.skipif(N_GPUS > 0, reason="this machine has a GPU")

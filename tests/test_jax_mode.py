@@ -7,10 +7,11 @@ import pytensor
 import pytest
 from conftest import run_launcher, write_cfg
 
-from theanompi.compute import resolve_compute
-from theanompi.contract import WorkerConfig
-from theanompi.params import FusedParams, assign
-from theanompi.training import load_final_params
+from theanompi.backend.compute import resolve_compute
+from theanompi.comm.fused_params import FusedParams, assign
+from theanompi.core.session_options import SessionOptions
+from theanompi.models.contract import WorkerConfig
+from theanompi.runtime.records import load_final_params
 
 jax = pytest.importorskip("jax")
 
@@ -28,7 +29,7 @@ class _Recorder:
 def _mlp(compute, sync_type, size=1):
     from theanompi.models.mlp import MLP
 
-    config = WorkerConfig(rank=0, size=size, seed=3, device="cpu0", options={"compute": compute},
+    config = WorkerConfig(rank=0, size=size, seed=3, device="cpu0", options=SessionOptions(compute=compute),
                           model_options={"hidden": 32})
     model = MLP(config)
     model.compile_iter_fns(sync_type)

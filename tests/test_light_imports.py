@@ -7,6 +7,7 @@ launcher's imports keeps bad-input errors instant and lets the launcher run wher
 from __future__ import annotations
 
 import json
+import pkgutil
 import subprocess
 import sys
 
@@ -25,9 +26,22 @@ def modules_loaded_by(statement: str, heavy: tuple[str, ...] = HEAVY) -> list[st
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("module", ["theanompi", "theanompi.cfg", "theanompi.launch"])
+def launcher_modules() -> list[str]:
+    """``theanompi`` and every module of the launcher's package, :mod:`theanompi.launch`."""
+    import theanompi.launch
+
+    return ["theanompi", "theanompi.launch",
+            *sorted(info.name for info in pkgutil.walk_packages(theanompi.launch.__path__, "theanompi.launch."))]
+
+
+@pytest.mark.parametrize("module", launcher_modules())
 def test_launcher_imports_stay_light(module: str) -> None:
     assert modules_loaded_by(f"import {module}") == []
+
+
+def test_every_launcher_module_is_guarded() -> None:
+    assert {"theanompi.launch.cli", "theanompi.launch.plan", "theanompi.launch.mpiexec",
+            "theanompi.launch.handles", "theanompi.launch.cfg"} <= set(launcher_modules())
 
 
 def test_probe_sees_a_heavy_import() -> None:
@@ -36,6 +50,6 @@ def test_probe_sees_a_heavy_import() -> None:
 
 def test_c_mode_model_code_does_not_import_jax() -> None:
     """jax costs ~1 s per rank: only the JAX compute mode (``pytensor_mode("jax")``) imports it."""
-    statement = "import theanompi.models.layers, theanompi.models.ops, theanompi.models.zoo.resnet"
+    statement = "import theanompi.models.layers, theanompi.backend.ops, theanompi.models.zoo.resnet"
     assert modules_loaded_by(statement, ("jax",)) == []
     assert modules_loaded_by("import jax", ("jax",)) == ["jax"]

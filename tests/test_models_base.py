@@ -1,10 +1,11 @@
 import numpy as np
 import pytest
 
-from theanompi.contract import WorkerConfig, check_model_instance
-from theanompi.errors import ConfigError
+from theanompi.core.errors import ConfigError
+from theanompi.core.session_options import SessionOptions
+from theanompi.models.contract import WorkerConfig, check_model_instance
 from theanompi.models.mlp import MLP
-from theanompi.recorder import Recorder
+from theanompi.session.recorder import Recorder
 
 
 def config(**kw):
@@ -14,7 +15,7 @@ def config(**kw):
 
 
 def test_linear_lr_scaling_with_warmup():
-    model = MLP(config(size=4, options={"lr_scaling": "linear", "warmup_epochs": 2.0}))
+    model = MLP(config(size=4, options=SessionOptions(lr_scaling="linear", warmup_epochs=2.0)))
     assert [model.lr_multiplier(e) for e in (0.0, 1.0, 2.0, 7.0)] == [1.0, 2.5, 4.0, 4.0]
     assert MLP(config(size=4)).lr_multiplier(0.0) == 1.0
     model.compile_iter_fns("avg")

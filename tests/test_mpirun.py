@@ -1,6 +1,7 @@
 
-from theanompi.devices import parse_devices
-from theanompi.mpirun import RankSpec, mpiexec_command
+from theanompi.core.devices import parse_devices
+from theanompi.launch.mpiexec import mpiexec_command
+from theanompi.session.spec import RankSpec
 
 
 def ranks(spec):
@@ -12,7 +13,7 @@ def test_one_app_context_per_rank_with_thread_counts():
     contexts = " ".join(argv).split(" : ")
     assert len(contexts) == 2
     assert "-x OMP_NUM_THREADS=2" in contexts[1] and "-x OPENBLAS_NUM_THREADS=2" in contexts[1]
-    assert contexts[1].endswith("py -m theanompi.rank_main /r/session.json")
+    assert contexts[1].endswith("py -m theanompi.rules.rank_main /r/session.json")
     assert "--oversubscribe" not in argv
 
 
@@ -48,7 +49,7 @@ def test_a_terminated_launcher_says_which_signal_stopped_it(tmp_path):
 
     script = tmp_path / "term.py"
     script.write_text(
-        "import os, signal, threading\nfrom theanompi.mpirun import MpiexecRun, raise_interrupted\n"
+        "import os, signal, threading\nfrom theanompi.launch.mpiexec import MpiexecRun, raise_interrupted\n"
         "signal.signal(signal.SIGTERM, raise_interrupted)\n"
         f"session = MpiexecRun(['sleep', '60'], {str(tmp_path)!r}, [])\n"
         "threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM)).start()\n"
@@ -58,7 +59,7 @@ def test_a_terminated_launcher_says_which_signal_stopped_it(tmp_path):
 
 
 def test_the_progress_line_counts_days():
-    from theanompi.training import format_duration
+    from theanompi.runtime.records import format_duration
 
     assert format_duration(3 * 86400 + 3600 + 61) == "3 d 01:01:01"
     assert format_duration(1e12) == "11574074 d 01:46:40"  # no wrap at 24 h, no overflow

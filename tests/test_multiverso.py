@@ -37,7 +37,7 @@ def _accuracy(stdout):
 
 
 def _run_example(name, ranks, *args):
-    from theanompi.mpirun import find_mpiexec, mpiexec_env
+    from theanompi.launch.mpiexec import find_mpiexec, mpiexec_env
 
     argv = [find_mpiexec(), "--oversubscribe", "-n", str(ranks), sys.executable,
             str(ROOT / "examples" / "multiverso" / name), *args]
@@ -128,7 +128,7 @@ FAILURES = [  # scenario, ranks, failing worker, what the output must say
 def test_failing_worker_ends_every_worker(scenario, ranks, failing, message):
     """No hang: every rank ends within seconds (the subprocess timeout is the check), non-zero status,
     the failure named, no process left behind."""
-    from theanompi.mpirun import find_mpiexec, mpiexec_env
+    from theanompi.launch.mpiexec import find_mpiexec, mpiexec_env
 
     env = mpiexec_env()
     env["THEANOMPI_MV_TIMEOUT"] = "3"

@@ -2,8 +2,8 @@ import numpy as np
 import pytensor
 import pytest
 
-from theanompi.errors import ContractError
-from theanompi.params import FlatLayout, FusedParams
+from theanompi.comm.fused_params import FlatLayout, FusedParams
+from theanompi.core.errors import ContractError
 
 
 def test_layout_pack_and_views_roundtrip():

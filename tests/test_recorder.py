@@ -3,8 +3,8 @@ import time
 
 import pytest
 
-from theanompi.plots import epoch_walls, plot_run
-from theanompi.recorder import Recorder
+from theanompi.session.plots import epoch_walls, plot_run
+from theanompi.session.recorder import Recorder
 
 
 def test_nested_timer_time_is_not_counted_twice():
@@ -55,11 +55,12 @@ def test_recorder_cli_redraws_plots(tmp_path):
                               "elapsed_s": float(epoch)})
     rec.write_summary({"ok": True}, plots=False)
     assert not (tmp_path / "curves.png").exists()
-    proc = subprocess.run([sys.executable, "-m", "theanompi.recorder", str(tmp_path)], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "theanompi.session.recorder", str(tmp_path)], capture_output=True,
+                          text=True)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "curves.png").stat().st_size > 1000 and (tmp_path / "breakdown.png").stat().st_size > 1000
-    bad = subprocess.run([sys.executable, "-m", "theanompi.recorder", str(tmp_path / "nope")], capture_output=True,
-                         text=True)
+    bad = subprocess.run([sys.executable, "-m", "theanompi.session.recorder", str(tmp_path / "nope")],
+                         capture_output=True, text=True)
     assert bad.returncode == 2 and "usage" in bad.stderr
 
 

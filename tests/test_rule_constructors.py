@@ -1,29 +1,32 @@
 """Every rule's worker and server constructor only stores state: no model, no MPI call, no file.
 
-Side effects start in ``run()`` (through ``setup()``); a constructor that reached for the
-communicator, built the model or touched the run directory would fail here.
+A worker is constructed with everything it works on, built before (``create``); side effects of the session start
+in ``run()``. A constructor that reached for the communicator, built the model or touched the run directory would
+fail here.
 """
 
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
-from theanompi import training
-from theanompi.options import COMMON_OPTIONS
+from theanompi.core.session_options import ASGDOptions, BSPOptions, EASGDOptions, GOSGDOptions
 from theanompi.rules.asgd import ASGDWorker
 from theanompi.rules.bsp import BSPWorker
 from theanompi.rules.easgd import EASGDServer, EASGDWorker
+from theanompi.rules.easgd.protocol import Connection
 from theanompi.rules.gosgd import GOSGDWorker
-from theanompi.session_options import SessionOptions
+from theanompi.runtime.model_build import BuiltWorker
 
 
-class UntouchableComm:
-    """A communicator whose size and rank may be read, and nothing else."""
+class Untouchable:
+    """An object whose listed attributes may be read, and nothing else."""
 
-    size, rank = 2, 0
+    def __init__(self, what: str, **readable):
+        self.__dict__.update(readable, _what=what)
 
     def __getattr__(self, name):
-        raise AssertionError(f"a constructor called comm.{name}")
+        raise AssertionError(f"a constructor used {self._what}.{name}")
 
 
 class UntouchableContext(SimpleNamespace):
@@ -33,45 +36,51 @@ class UntouchableContext(SimpleNamespace):
     def ranks_with_role(self, role):
         raise AssertionError("a constructor looked up the session's ranks")
 
+    def options_as(self, options_class):
+        assert isinstance(self.options, options_class)
+        return self.options
 
-OPTIONS = {"sync_type": "cdd", "exch_strategy": "ar", "avg_freq": 1, "p": 0.5, "updater": "sgd", "sync": False,
-           "alpha": 0.5, "tau": 4, "seed": 0, "resume": "/nonexistent/checkpoint"}
+
+def _built():
+    fused = SimpleNamespace(size=4, dtype=np.dtype("float32"), xp=np)
+    return BuiltWorker(model=Untouchable("the model"), fused=fused, recorder=Untouchable("the recorder"), n_epochs=2)
 
 
-@pytest.fixture
-def ctx(tmp_path, monkeypatch):
-    def no_model(*args, **kwargs):
-        raise AssertionError("a constructor built the model")
-
-    monkeypatch.setattr(training, "build_model", no_model)
-    spec = SimpleNamespace(options=dict(OPTIONS), run_dir=str(tmp_path / "run"), rule="?")
-    options = SessionOptions({**{o.name: o.default for o in COMMON_OPTIONS}, **OPTIONS})
-    return UntouchableContext(spec=spec, options=options, comm=UntouchableComm(), rank=0,
+def _ctx(tmp_path, options):
+    spec = SimpleNamespace(options=options, run_dir=str(tmp_path / "run"), rule="?")
+    return UntouchableContext(spec=spec, options=options, comm=Untouchable("comm", size=2, rank=0), rank=0,
                               role="worker", device="cpu0")
 
 
+def _comm():
+    return Untouchable("comm", size=2, rank=0)
+
+
 @pytest.mark.parametrize("make", [
-    lambda ctx: BSPWorker(ctx),
-    lambda ctx: GOSGDWorker(ctx),
-    lambda ctx: ASGDWorker(ctx, ctx.comm),
-    lambda ctx: EASGDWorker(ctx),
-    lambda ctx: EASGDServer(ctx),
+    lambda ctx, o: BSPWorker(ctx, _comm(), _built(), o[BSPOptions], "cdd", Untouchable("the exchanger")),
+    lambda ctx, o: GOSGDWorker(ctx, _comm(), _built(), o[GOSGDOptions], Untouchable("the gossip comm"),
+                               SimpleNamespace(Status=lambda: None)),
+    lambda ctx, o: ASGDWorker(ctx, _comm(), _built(), o[ASGDOptions], Untouchable("the client"), 0),
+    lambda ctx, o: EASGDWorker(ctx, _built(), o[EASGDOptions],
+                               Connection(_comm(), Untouchable("the exchange comm"), 0, [1, 2]),
+                               Untouchable("the staging")),
+    lambda ctx, o: EASGDServer(ctx),
 ], ids=["BSP", "GOSGD", "ASGD", "EASGD worker", "EASGD server"])
-def test_a_constructor_only_stores_state(ctx, tmp_path, make):
-    loop = make(ctx)
-    assert not loop.is_set_up and getattr(loop, "model", None) is None
+def test_a_constructor_only_stores_state(tmp_path, make):
+    options = {cls: cls(resume="/nonexistent/checkpoint", updater="sgd") if cls is ASGDOptions
+               else cls(resume="/nonexistent/checkpoint")
+               for cls in (BSPOptions, GOSGDOptions, ASGDOptions, EASGDOptions)}
+    ctx = _ctx(tmp_path, options[EASGDOptions])
+    loop = make(ctx, options)
     assert not (tmp_path / "run").exists()
+    assert getattr(loop, "iteration", 0) == 0
 
 
-def test_setup_runs_once(ctx, monkeypatch):
+def test_start_resumes_before_the_rules_start(tmp_path, monkeypatch):
     calls = []
-    worker = BSPWorker(ctx)
-    monkeypatch.setattr(worker, "setup_before_model", lambda: calls.append("before"))
-    monkeypatch.setattr(training, "build_model", lambda *a: SimpleNamespace(params=[], data=None))
-    monkeypatch.setattr(training, "FusedParams", lambda params, where: SimpleNamespace(where=where))
-    monkeypatch.setattr(worker, "make_recorder", lambda: SimpleNamespace(record_phase=lambda phase, seconds: None))
+    options = BSPOptions(resume="/nonexistent/checkpoint")
+    worker = BSPWorker(_ctx(tmp_path, options), _comm(), _built(), options, "cdd", Untouchable("the exchanger"))
     monkeypatch.setattr(worker, "restore", lambda path: calls.append(path) or 3)
-    monkeypatch.setattr(worker, "setup_rule", lambda: calls.append("rule"))
-    worker.setup()
-    worker.setup()
-    assert calls == ["before", OPTIONS["resume"], "rule"] and worker.start_epoch == 3 and worker.is_set_up
+    monkeypatch.setattr(worker, "start_rule", lambda: calls.append("rule"))
+    worker.start()
+    assert calls == [options.resume, "rule"] and worker.start_epoch == 3

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from theanompi.errors import ConfigError
-from theanompi.safe_io import UnsafeFileError, atomic_write, atomic_write_text, load_hickle, save_hickle_atomically
+from theanompi.core.errors import ConfigError
+from theanompi.core.safe_io import UnsafeFileError, atomic_write, atomic_write_text, load_hickle, save_hickle_atomically
 
 HITS = []
 

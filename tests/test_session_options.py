@@ -1,95 +1,106 @@
 import copy
-import doctest
-import importlib
 import json
 import pickle
 from dataclasses import FrozenInstanceError
 
 import pytest
 
-from theanompi.contract import WorkerConfig
-from theanompi.errors import ConfigError
-from theanompi.option_checks import check_model_reference, check_worker_loss
-from theanompi.options import COMMON_OPTIONS, parse_model_options
-from theanompi.rules import BSP, EASGD, RULES
-from theanompi.session import SessionSpec
-from theanompi.session_options import SessionOptions, schema_for_names, session_options, typed_options
-
-
-def _spec(rule: str, **options) -> SessionSpec:
-    return SessionSpec(rule=rule, devices=["cpu0"], modelfile="theanompi.models.mlp", modelclass="MLP",
-                       options=options)
+from theanompi.core.errors import ConfigError
+from theanompi.core.option_checks import check_model_reference, check_worker_loss
+from theanompi.core.options import parse_model_options
+from theanompi.core.session_options import (
+    OPTIONS_BY_RULE,
+    ASGDOptions,
+    BSPOptions,
+    EASGDOptions,
+    GOSGDOptions,
+    SessionOptions,
+    options_of,
+    rule_name,
+)
+from theanompi.launch.plan import SessionRequest, plan_session
+from theanompi.models.contract import WorkerConfig
+from theanompi.rules import BSP, RULES
+from theanompi.session.spec import SessionSpec
 
 
 @pytest.mark.parametrize("rule", sorted(RULES))
-def test_every_option_is_present_with_its_schema_default(rule):
-    options = session_options(_spec(rule))
-    schema = RULES[rule].option_schema()
-    assert list(options) == [opt.name for opt in schema]
-    for opt in schema:
-        assert getattr(options, opt.name) == opt.default == options[opt.name]
+def test_every_option_is_present_with_its_default(rule):
+    options_class = RULES[rule].options_class
+    assert options_class is OPTIONS_BY_RULE[rule] and options_class.rule == rule
+    defaults = options_class.defaults()
+    schema = options_class.schema()
+    assert list(defaults.to_dict()) == list(schema)
+    assert list(schema)[:len(SessionOptions.schema())] == list(SessionOptions.schema())  # common options first
+    assert options_class.parse({}) == defaults
 
 
 def test_given_values_are_parsed_like_the_cfg_file():
-    options = session_options(_spec("BSP", sync_type="AVG", avg_freq="3", check_finite="off", watchdog=0))
+    options = BSPOptions.parse({"sync_type": "AVG", "avg_freq": "3", "check_finite": "off", "watchdog": 0})
     assert (options.sync_type, options.avg_freq, options.check_finite, options.watchdog) == ("avg", 3, False, 0.0)
+    cfg = BSPOptions.from_cfg({"BSP_SYNC_TYPE": "AVG", "BSP_AVG_FREQ": "3", "CHECK_FINITE": "off", "WATCHDOG": "0"})
+    assert cfg == options
 
 
-def test_json_round_trip_keeps_a_plain_dict():
-    spec, _ = BSP.plan_session(devices="cpu0,cpu1", modelfile="theanompi.models.mlp", modelclass="MLP",
-                               n_epochs=2, sync_type="avg", run_dir="/tmp/theanompi-options-test")
-    typed = session_options(spec)
-    assert type(typed.to_dict()) is dict and typed.to_dict() == spec.options
+def test_cfg_keys_are_unique_across_every_rule():
+    keys = [key for cls in OPTIONS_BY_RULE.values() for key in cls.cfg_keys()[len(SessionOptions.schema()):]]
+    assert len(keys) == len(set(keys))
+    for rule, cls in OPTIONS_BY_RULE.items():
+        assert all(key.startswith(f"{rule}_") for key in cls.cfg_keys()[len(SessionOptions.schema()):])
+
+
+def test_the_spec_carries_the_typed_options_through_json():
+    request = SessionRequest.from_keywords(BSP, "cpu0,cpu1", "theanompi.models.mlp", "MLP", n_epochs=2,
+                                           sync_type="avg", run_dir="/tmp/theanompi-options-test")
+    spec, _ = plan_session(request)
+    assert isinstance(spec.options, BSPOptions) and spec.options.n_epochs == 2
+    assert spec.options.run_dir == "/tmp/theanompi-options-test"
+    assert spec.options.checkpoint_dir == "/tmp/theanompi-options-test/checkpoints"
     reloaded = SessionSpec.from_json(spec.to_json())
-    assert type(reloaded.options) is dict and session_options(reloaded) == typed
-    assert json.loads(json.dumps(typed.to_dict())) == spec.options
-    assert typed.n_epochs == 2 and typed.run_dir == "/tmp/theanompi-options-test"
+    assert reloaded == spec and type(reloaded.options) is BSPOptions
+    assert json.loads(spec.to_json())["options"] == spec.options.to_dict()
 
 
 def test_unknown_names_and_bad_values_are_refused_in_one_line():
-    with pytest.raises(ConfigError, match=r"^EASGD: unknown option 'sync_type'; allowed: .*alpha"):
-        session_options(_spec("EASGD", sync_type="avg"))
+    with pytest.raises(ConfigError, match=r"^EASGD: unknown option 'sync_type' \(BSP's\); allowed: .*alpha"):
+        EASGDOptions.parse({"sync_type": "avg"})
     with pytest.raises(ConfigError, match=r"^EASGD_TAU=0 is not allowed; use an integer >= 1$"):
-        session_options(_spec("EASGD", tau=0))
-    with pytest.raises(ConfigError, match=r"^WorkerConfig options: unknown option 'compte'"):
-        typed_options({"compte": "jax"})
+        EASGDOptions.parse({"tau": 0})
+    with pytest.raises(ConfigError, match=r"^session: unknown option 'compte'; allowed: "):
+        SessionOptions.parse({"compte": "jax"})
+    with pytest.raises(ConfigError, match=r"^EASGD options have no option 'p'$"):
+        EASGDOptions.from_dict({"p": 0.5})
 
 
-def test_the_object_is_frozen_and_names_a_missing_attribute():
-    options = SessionOptions.from_dict({})
-    with pytest.raises(FrozenInstanceError, match="cannot set 'seed'"):
-        options.seed = 1
-    with pytest.raises(FrozenInstanceError, match="cannot delete 'seed'"):
-        del options.seed
-    with pytest.raises(TypeError):
-        options["seed"] = 1  # a read-only mapping
-    with pytest.raises(AttributeError, match="have no option 'sede'"):
-        _ = options.sede
-    assert options.seed == 0 and options.get("seed") == 0 and "seed" in options and "sede" not in options
+def test_the_object_is_frozen_and_typed():
+    options = SessionOptions()
+    with pytest.raises(FrozenInstanceError, match="cannot assign to field 'seed'"):
+        options.seed = 1  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        _ = options.sede  # type: ignore[attr-defined]
+    changed = options.replace(seed=3)
+    assert changed.seed == 3 and options.seed == 0 and type(changed) is SessionOptions
 
 
 def test_copies_and_pickles_are_equal_and_still_frozen():
-    options = session_options(_spec("GOSGD", p=0.5))
+    options = GOSGDOptions.parse({"p": 0.5})
     for clone in (copy.copy(options), copy.deepcopy(options), pickle.loads(pickle.dumps(options))):
-        assert clone == options and isinstance(clone, SessionOptions) and clone.p == 0.5
+        assert clone == options and isinstance(clone, GOSGDOptions) and clone.p == 0.5
         with pytest.raises(FrozenInstanceError):
-            clone.p = 0.25
+            clone.p = 0.25  # type: ignore[misc]
 
 
-def test_typed_options_finds_the_rule_of_a_worker_config_dict():
-    assert typed_options(None) == SessionOptions.from_dict({})
-    assert typed_options({"alpha": 0.25}).tau == 4
-    assert schema_for_names(["seed"]) is COMMON_OPTIONS
-    assert schema_for_names(["alpha", "tau"]) == EASGD.option_schema()
-    typed = typed_options({"push_freq": 2})
-    assert typed_options(typed) is typed
+def test_rule_names_are_checked_once_with_the_allowed_ones():
+    assert options_of("asgd") is ASGDOptions and rule_name(" bsp ") == "BSP"
+    with pytest.raises(ConfigError, match=r"^RULE='XYZ' is not allowed; use one of: BSP, EASGD, GOSGD, ASGD$"):
+        rule_name("XYZ")
 
 
 def test_worker_config_options_read_by_the_models():
-    from theanompi.theano_mpi_contract import TheanoMPIModel
+    from theanompi.models.theano_mpi_adapter import TheanoMPIModel
 
     wrapped = TheanoMPIModel(object(), WorkerConfig(rank=0, size=2, seed=0, device="cpu0",
-                                                    options={"lr_scaling": "linear", "sync_type": "avg"}))
+                                                    options=BSPOptions(lr_scaling="linear", sync_type="avg")))
     assert (wrapped.options.lr_scaling, wrapped.options.warmup_epochs, wrapped.options.resume) == ("linear", 0.0, None)
     bare = TheanoMPIModel(object(), WorkerConfig(rank=0, size=1, seed=0, device="cpu0"))
     assert bare.options.lr_scaling == "none"
@@ -117,13 +128,6 @@ def test_multiverso_bad_arguments_are_refused_before_mpi_starts(call, message):
     with pytest.raises(ValueError, match=message):
         call(api)
     assert api._state is None
-
-
-@pytest.mark.parametrize("module", ["options", "session_options", "option_checks", "cfg", "devices"])
-def test_docstring_examples(module):
-    mod = importlib.import_module(f"theanompi.{module}")
-    result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0 and result.failed == 0
 
 
 @pytest.mark.parametrize("call, message", [

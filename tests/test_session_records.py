@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytensor
 
-from theanompi.recorder import Recorder
-from theanompi.session_records import end_session, load_final_params
+from theanompi.runtime.records import end_session, load_final_params
+from theanompi.session.recorder import Recorder
 
 
 class Model(SimpleNamespace):

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from theanompi.rules.step_ledger import StepLedger, StepLedgerError
+from theanompi.rules.easgd.step_ledger import StepLedger, StepLedgerError
 
 
 def simulate(n_workers, tau, target, seed, lose=(), done=0):

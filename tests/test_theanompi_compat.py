@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from conftest import ASSETS, ROOT, run_launcher, write_cfg
 
-from theanompi import rank_context
-from theanompi.contract import WorkerConfig
-from theanompi.recorder import Recorder
-from theanompi.theano_mpi_contract import TheanoMPIModel
+from theanompi.models import current_config
+from theanompi.models.contract import WorkerConfig
+from theanompi.models.theano_mpi_adapter import TheanoMPIModel
+from theanompi.session.recorder import Recorder
 
 IDIOM = ASSETS / "theanompi_idiom_models.py"
 EXAMPLE = ROOT / "examples" / "theanompi_style" / "cifar10_model.py"
@@ -26,12 +26,12 @@ def _idiom_module():
 
 def _build(module, cls_name, rank, size, sync_type):
     config = WorkerConfig(rank=rank, size=size, seed=0, device=f"cpu{rank}", sync_type=sync_type)
-    rank_context.set_current(config)
+    current_config.set_current(config)
     try:
         model = getattr(module, cls_name)(config)
         model.compile_iter_fns(sync_type)
     finally:
-        rank_context.set_current(None)
+        current_config.set_current(None)
     return model
 
 
@@ -78,11 +78,11 @@ def test_two_phase_step_equals_one_process_with_twice_the_batch(cls_name, nester
 
 def _rebuild(model, sync_type, size):
     config = WorkerConfig(rank=model.rank, size=size, seed=0, device="cpu0", sync_type=sync_type)
-    rank_context.set_current(config)
+    current_config.set_current(config)
     try:
         model.compile_iter_fns(sync_type)
     finally:
-        rank_context.set_current(None)
+        current_config.set_current(None)
     return model
 
 

@@ -1,4 +1,5 @@
-"""PyTorch models (theanompi.models.torch, theanompi.param_access) in one process and under a real mpiexec."""
+"""PyTorch models (theanompi.models.torch_classifier, theanompi.comm.param_access): in one process and under a
+real mpiexec."""
 
 import doctest
 import json
@@ -15,12 +16,12 @@ torch = pytest.importorskip("torch")
 
 from conftest import ASSETS, ROOT, run_launcher, write_cfg  # noqa: E402
 
-from theanompi.contract import WorkerConfig, check_model_instance  # noqa: E402
-from theanompi.errors import ConfigError, ContractError  # noqa: E402
-from theanompi.model_loader import load_model_class  # noqa: E402
-from theanompi.params import FusedParams  # noqa: E402
-from theanompi.recorder import Recorder  # noqa: E402
-from theanompi.training import load_final_params  # noqa: E402
+from theanompi.comm.fused_params import FusedParams  # noqa: E402
+from theanompi.core.errors import ConfigError, ContractError  # noqa: E402
+from theanompi.models.contract import WorkerConfig, check_model_instance  # noqa: E402
+from theanompi.models.loader import load_model_class  # noqa: E402
+from theanompi.runtime.records import load_final_params  # noqa: E402
+from theanompi.session.recorder import Recorder  # noqa: E402
 
 EXAMPLE = str(ROOT / "examples" / "torch_digits.py")
 TORCH = dict(MODELFILE=EXAMPLE, MODELCLASS="DigitsCNN", MODEL_BATCH_SIZE=16, MODEL_LR=0.05)
@@ -43,9 +44,9 @@ def test_example_docstring():
 
 
 def test_models_torch_imports_the_real_torch():
-    import theanompi.models.torch as ours
+    import theanompi.models.torch_classifier as ours
 
-    assert ours.torch is torch and hasattr(ours.torch, "nn") and ours.__name__ == "theanompi.models.torch"
+    assert ours.torch is torch and hasattr(ours.torch, "nn") and ours.__name__ == "theanompi.models.torch_classifier"
 
 
 def test_fused_params_read_and_write_torch_tensors_in_place():
@@ -100,7 +101,7 @@ def test_options_checked_like_classifier_model():
 
 
 def test_intra_op_threads_follow_the_rank_thread_count(monkeypatch):
-    from theanompi.models.torch import set_intra_op_threads
+    from theanompi.models.torch_classifier import set_intra_op_threads
 
     before = torch.get_num_threads()
     try:
@@ -112,7 +113,7 @@ def test_intra_op_threads_follow_the_rank_thread_count(monkeypatch):
 
 
 def test_sync_state_averages_batch_norm_statistics_over_workers():
-    from theanompi.models.torch import TorchClassifierModel
+    from theanompi.models.torch_classifier import TorchClassifierModel
 
     class WithBN(TorchClassifierModel):
         def build_data(self):
@@ -148,17 +149,18 @@ def test_params_of_two_kinds_break_the_contract():
 
 
 def test_importing_theanompi_does_not_import_torch():
-    code = ("import sys, theanompi, theanompi.training, theanompi.params, theanompi.contract, theanompi.rules, "
-            "theanompi.models.base, theanompi.models.hyperparams; print('torch' in sys.modules)")
+    code = ("import sys, theanompi, theanompi.runtime.worker_loop, theanompi.comm.fused_params, "
+            "theanompi.models.contract, theanompi.rules, theanompi.models.base, theanompi.models.hyperparams; "
+            "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert out.strip() == "False"
 
 
-@pytest.mark.parametrize("modelfile", [EXAMPLE, "theanompi.models.torch"])
+@pytest.mark.parametrize("modelfile", [EXAMPLE, "theanompi.models.torch_classifier"])
 def test_torch_model_without_torch_fails_at_launch_with_one_line(tmp_path, modelfile):
     cfg = write_cfg(tmp_path / "s.cfg", **{**TORCH, "MODELFILE": modelfile})
     code = ("import sys; sys.modules['torch'] = None  # as if torch were not installed\n"
-            "from theanompi.launch import main; sys.exit(main(sys.argv[1:]))\n")
+            "from theanompi.launch.cli import main; sys.exit(main(sys.argv[1:]))\n")
     proc = subprocess.run([sys.executable, "-c", code, f"-cfg={cfg}"], capture_output=True, text=True, cwd=tmp_path,
                           timeout=120)
     assert proc.returncode == 2
@@ -218,7 +220,7 @@ def test_resume_equals_uninterrupted_run(tmp_path):
     assert "resumed from" in outputs["rest"] and "after epoch 1" in outputs["rest"]
     for a, b in zip(load_final_params(tmp_path / "full"), load_final_params(tmp_path / "rest")):
         np.testing.assert_array_equal(a, b)  # same data order, same arithmetic: bit for bit
-    from theanompi.checkpoint import load_checkpoint
+    from theanompi.session.checkpoint import load_checkpoint
 
     ckpt = load_checkpoint(tmp_path / mid_way)
     assert len(ckpt["worker_params"][0]) == 6 and len(ckpt["worker_state"][0]) == 1 + 6  # lr + velocities

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from conftest import ASSETS, ROOT, run_launcher, write_cfg
 
-from theanompi.training import load_final_params
+from theanompi.runtime.records import load_final_params
 
 sys.path.insert(0, str(ASSETS))
 from netns_hosts import TwoHosts  # noqa: E402
@@ -186,9 +186,10 @@ def test_killing_every_rank_of_host2_ends_the_session_naming_the_host(hosts, wor
 def test_launch_plan_places_every_rank_and_ships_the_spec_only_to_other_hosts(tmp_path, monkeypatch):
     import socket
 
-    from theanompi.devices import parse_devices
-    from theanompi.mpirun import RankSpec, mpiexec_command
-    from theanompi.remote import REMOTE_SPEC_ENV, decode_spec
+    from theanompi.core.devices import parse_devices
+    from theanompi.launch.mpiexec import mpiexec_command
+    from theanompi.session.remote import REMOTE_SPEC_ENV, decode_spec
+    from theanompi.session.spec import RankSpec
 
     spec_path = tmp_path / "session.json"
     spec_path.write_text('{"rule": "BSP"}')
@@ -205,10 +206,12 @@ def test_launch_plan_places_every_rank_and_ships_the_spec_only_to_other_hosts(tm
 
 
 def test_rank_on_another_host_reads_the_spec_from_its_environment(tmp_path, monkeypatch):
-    from theanompi.remote import REMOTE_SPEC_ENV, encode_spec, load_rank_spec
-    from theanompi.session import SessionSpec
+    from theanompi.core.session_options import BSPOptions
+    from theanompi.session.remote import REMOTE_SPEC_ENV, encode_spec, load_rank_spec
+    from theanompi.session.spec import SessionSpec
 
-    spec = SessionSpec(rule="BSP", devices=["node2:cpu0"], modelfile="m", modelclass="M", options={"run_dir": "/r"})
+    spec = SessionSpec(rule="BSP", devices=["node2:cpu0"], modelfile="m", modelclass="M",
+                       options=BSPOptions(run_dir="/r"))
     monkeypatch.setenv(REMOTE_SPEC_ENV, encode_spec(spec.to_json()))
     assert load_rank_spec(str(tmp_path / "absent" / "session.json")) == spec
 
@@ -225,7 +228,7 @@ PEER = "An MPI communication peer process has unexpectedly disconnected.\n  Loca
                    "rank 0 lost its connection to them"),
 ])
 def test_lost_host_is_named_from_the_survivors_abort(tmp_path, output, expected):
-    from theanompi.remote import RankStatus, RemoteRanks, status_line
+    from theanompi.session.remote import RankStatus, RemoteRanks, status_line
 
     remote = RemoteRanks(tmp_path)
     for rank, host in ((2, "node2"), (3, "node2"), (4, "node3")):

@@ -20,13 +20,12 @@ Example
 
 from __future__ import annotations
 
-import importlib
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import logging
 import sys
 import types
+from typing import Any
+
+from theanompi.core.module_alias import AliasFinder
 
 __all__ = ["install", "installed", "uninstall"]
 
@@ -36,30 +35,10 @@ ALIAS = "lasagne"
 TARGET = "theanompi.lasagne"
 
 
-def _target_name(fullname: str) -> str | None:
-    """``theanompi.lasagne[.X]`` for ``lasagne[.X]``; None for other names."""
-    if fullname == ALIAS or fullname.startswith(ALIAS + "."):
-        return TARGET + fullname[len(ALIAS):]
-    return None
-
-
-class _AliasLoader(importlib.abc.Loader):
-    """Gives the import of ``lasagne[.X]`` the module object ``theanompi.lasagne[.X]``."""
-
-    def __init__(self, target: str):
-        self.target = target
-
-    def create_module(self, spec):
-        module = importlib.import_module(self.target)
-        self._own_spec = module.__spec__
-        return module
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        # The import system stamped the alias's spec on the module; give it back its own.
-        module.__spec__ = self._own_spec
-        if self.target == TARGET:
-            log.info("lasagne is not installed: `import lasagne` gives theanompi.lasagne")
-            _register_loaded_submodules()
+def _on_load(alias: str, module: types.ModuleType) -> None:
+    if alias == ALIAS:
+        log.info("lasagne is not installed: `import lasagne` gives theanompi.lasagne")
+        _register_loaded_submodules()
 
 
 def _register_loaded_submodules() -> None:
@@ -73,23 +52,16 @@ def _register_loaded_submodules() -> None:
             sys.modules.setdefault(ALIAS + name[len(TARGET):], module)
 
 
-class LasagneAliasFinder(importlib.abc.MetaPathFinder):
+class LasagneAliasFinder(AliasFinder):
     """Finds ``lasagne[.X]`` as ``theanompi.lasagne[.X]`` (placed last on ``sys.meta_path`` by :func:`install`)."""
 
-    def find_spec(self, fullname, path=None, target=None):
-        target_name = _target_name(fullname)
-        if target_name is None:
-            return None
+    def __init__(self) -> None:
+        super().__init__({ALIAS: TARGET}, prefix=True, on_load=_on_load)
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if fullname != ALIAS and sys.modules.get(ALIAS) is not sys.modules.get(TARGET):
             return None  # a real Lasagne is loaded: its submodules are not ours to give
-        try:
-            target_spec = importlib.util.find_spec(target_name)
-        except ModuleNotFoundError:
-            return None
-        if target_spec is None:
-            return None
-        return importlib.machinery.ModuleSpec(fullname, _AliasLoader(target_name),
-                                              is_package=target_spec.submodule_search_locations is not None)
+        return super().find_spec(fullname, path, target)
 
 
 def installed() -> bool:

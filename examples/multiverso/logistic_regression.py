@@ -7,7 +7,7 @@ The Multiverso version of a theano script: `multiverso` -> `theanompi.multiverso
 `theano.shared` -> `mv_shared`, and `sync_all_mv_shared_vars()` after each batch.
 """
 
-from theanompi.backend import configure_pytensor
+from theanompi.backend.pytensor_config import configure_pytensor
 
 configure_pytensor()  # C backend + BLAS, before pytensor is imported
 

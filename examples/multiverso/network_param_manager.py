@@ -6,16 +6,16 @@ The network is theanompi's MLP (any object with `.params`, a list of shared
 variables, or a Lasagne-style layer works).
 """
 
-from theanompi.backend import configure_pytensor
+from theanompi.backend.pytensor_config import configure_pytensor
 
 configure_pytensor()
 
 
 import theanompi.multiverso as mv  # noqa: E402
-from theanompi.contract import WorkerConfig  # noqa: E402
+from theanompi.models.contract import WorkerConfig  # noqa: E402
 from theanompi.models.mlp import MLP  # noqa: E402
 from theanompi.multiverso.theano_ext.lasagne_ext import param_manager  # noqa: E402
-from theanompi.recorder import Recorder  # noqa: E402
+from theanompi.session.recorder import Recorder  # noqa: E402
 
 mv.init()
 config = WorkerConfig(rank=mv.worker_id(), size=mv.workers_num(), seed=mv.worker_id(), device="cpu0",

@@ -150,14 +150,14 @@ class TwoHosts:
         return [int(p) for p in proc.stdout.split()]
 
     def worker_pids(self, host: str) -> list[int]:
-        """The theanompi ranks (``python -m theanompi.rank_main``) running on ``host``."""
+        """The theanompi ranks (``python -m theanompi.rules.rank_main``) running on ``host``."""
         found = []
         for pid in self.pids(host):
             try:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"theanompi.rank_main" in cmdline:
+            if b"theanompi.rules.rank_main" in cmdline:
                 found.append(pid)
         return found
 

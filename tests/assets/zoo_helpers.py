@@ -95,7 +95,7 @@ class StepRecorder:
 
 def make_model(cls, seed: int = 0, rank: int = 0, size: int = 1, sync_type: str | None = "local", **options):
     """``cls(WorkerConfig(...))`` with ``options`` as its model options, compiled for ``sync_type``."""
-    from theanompi.contract import WorkerConfig, check_model_instance
+    from theanompi.models.contract import WorkerConfig, check_model_instance
 
     model = cls(WorkerConfig(rank=rank, size=size, seed=seed, device=f"cpu{rank}", sync_type=sync_type,
                              model_options=options))

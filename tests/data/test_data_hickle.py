@@ -9,7 +9,7 @@ import hickle
 import numpy as np
 import pytest
 
-from theanompi.errors import ConfigError
+from theanompi.core.errors import ConfigError
 from theanompi.models.data.hickle_batches import HickleBatchData, UnsafeHickleError, read_hickle
 
 C, H, W, B = 3, 8, 10, 4

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from theanompi.errors import ConfigError
+from theanompi.core.errors import ConfigError
 from theanompi.models.data.base import ArraySpec, DataClass, ShardedArrayData, check_shard_args
 
 

@@ -1,8 +1,6 @@
 """Theano-MPI's DataClass API (Cifar10_data, ImageNet_data, MNIST_data, utils) on theanompi's loaders."""
 
-import doctest
 import gzip
-import importlib
 import io
 import os
 import pickle
@@ -17,13 +15,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "assets"))
 from cifar_format import Py2Pickler, official_bytes  # noqa: E402
 
-from theanompi.contract import WorkerConfig  # noqa: E402
-from theanompi.errors import ConfigError  # noqa: E402
+from theanompi.core.errors import ConfigError  # noqa: E402
+from theanompi.core.safe_io import UnsafeFileError, load_hickle  # noqa: E402
+from theanompi.models.contract import WorkerConfig  # noqa: E402
+from theanompi.models.current_config import set_current  # noqa: E402
 from theanompi.models.data import Cifar10_data, ImageNet_data  # noqa: E402
 from theanompi.models.data.mnist import MNIST_data  # noqa: E402
 from theanompi.models.data.utils import crop_and_mirror, unpickle  # noqa: E402
-from theanompi.rank_context import set_current  # noqa: E402
-from theanompi.safe_io import UnsafeFileError, load_hickle  # noqa: E402
 
 N_PER_FILE = 8  # 5 files: 40 images, 32 train / 8 val
 
@@ -596,8 +594,8 @@ def test_crop_and_mirror_bad_input():
 RANK_SCRIPT = """
 import sys
 from mpi4py import MPI
-from theanompi.contract import WorkerConfig
-from theanompi.rank_context import set_current
+from theanompi.models.contract import WorkerConfig
+from theanompi.models.current_config import set_current
 from theanompi.models.data import Cifar10_data
 from theanompi.models.data.mnist import MNIST_data
 
@@ -634,7 +632,7 @@ if rank == 0:
 
 
 def test_real_ranks_agree_on_split_and_get_disjoint_shards(tmp_path):
-    from theanompi.mpirun import find_mpiexec, mpiexec_env
+    from theanompi.launch.mpiexec import find_mpiexec, mpiexec_env
 
     write_cifar(tmp_path / "data")
     write_mnist_npz(tmp_path / "data", n_train=30, n_val=9)
@@ -646,16 +644,6 @@ def test_real_ranks_agree_on_split_and_get_disjoint_shards(tmp_path):
     assert "shards OK 3 2" in proc.stdout
 
 
-# ----- module-level ------------------------------------------------------------------------------
-@pytest.mark.parametrize("suffix", ["", ".theanompi_api", ".cifar10", ".imagenet", ".mnist", ".utils", ".base",
-                                    ".synthetic", ".hickle_batches", ".prefetch", ".digits"])
-def test_docstring_examples(suffix):
-    """Every module of theanompi.models.data (the loaders' examples were not run anywhere before)."""
-    module = importlib.import_module("theanompi.models.data" + suffix)
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    set_current(None)
-    assert result.attempted > 0, f"{module.__name__} has no examples"
-    assert result.failed == 0, f"{result.failed} docstring example(s) of {module.__name__} failed (see output)"
 
 
 def test_importing_the_package_is_cheap():

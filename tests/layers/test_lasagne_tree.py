@@ -4,7 +4,6 @@ The networks are written as Lasagne users write them (Lasagne-zoo style: vgg16.p
 ``theanompi.lasagne``; the alias itself is tested in a fresh interpreter (it changes ``sys.meta_path``).
 """
 
-import doctest
 import importlib
 import os
 import subprocess
@@ -173,14 +172,6 @@ def test_tree_reexports_the_one_implementation():
         importlib.import_module("theanompi.lasagne.layers.dnn")
     with pytest.raises(ValueError, match="set_rng: expected a numpy Generator, RandomState or int seed, got 'x'"):
         lasagne.random.set_rng("x")
-
-
-@pytest.mark.parametrize("name", ["theanompi.lasagne", "theanompi.lasagne.layers", "theanompi.lasagne.random",
-                                  "theanompi.lasagne.utils", "theanompi.lasagne._unported", "theanompi.lasagne_alias"])
-def test_docstring_examples(name):
-    module = importlib.import_module(name)
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0, f"{module.__name__}: {result}"
 
 
 def run_python(code: str, tmp_path: Path, extra_path: str = "") -> subprocess.CompletedProcess:

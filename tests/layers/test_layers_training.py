@@ -6,10 +6,10 @@ import pytensor.tensor as pt
 import pytest
 
 import theanompi.models.layers as L
-from theanompi.contract import WorkerConfig, check_model_instance
 from theanompi.models.base import ClassifierModel
+from theanompi.models.contract import WorkerConfig, check_model_instance
 from theanompi.models.data.digits import load_digits_split
-from theanompi.recorder import Recorder
+from theanompi.session.recorder import Recorder
 
 floatX = pytensor.config.floatX
 

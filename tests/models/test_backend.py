@@ -13,14 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from theanompi.backend import AVX512_FEATURES, choose_openblas_coretype, default_cache_dir, usable_cpu_features
+from theanompi.backend.pytensor_config import (
+    AVX512_FEATURES,
+    choose_openblas_coretype,
+    default_cache_dir,
+    usable_cpu_features,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
 REPORT = """
 import json, numpy as np, pytensor, pytensor.tensor as pt
 from pytensor import config
-from theanompi.backend import blas_report
+from theanompi.backend.pytensor_config import blas_report
 x = pt.matrix("x")
 f = pytensor.function([x], pt.dot(x, x))
 a = np.arange(16, dtype=config.floatX).reshape(4, 4) / 16

@@ -10,8 +10,8 @@ from pytensor.compile.mode import Mode
 from pytensor.gradient import verify_grad
 
 import theanompi.models.layers as L
-from theanompi.models.ops import BatchNormTrain, BatchNormTrainGrad, batch_norm_infer, batch_norm_train
-from theanompi.models.ops.batch_norm import batch_norm_infer_numpy, batch_norm_train_grad_numpy, batch_norm_train_numpy
+from theanompi.backend.ops import BatchNormTrain, BatchNormTrainGrad, batch_norm_infer, batch_norm_train
+from theanompi.backend.ops.batch_norm import batch_norm_infer_numpy, batch_norm_train_grad_numpy, batch_norm_train_numpy
 
 PY_MODE = Mode(linker="py", optimizer="fast_run")
 TOL = {"float32": {"rtol": 2e-4, "atol": 2e-5}, "float64": {"rtol": 1e-9, "atol": 1e-10}}
@@ -190,7 +190,7 @@ def test_layer_inference_output_equals_graph_version(input_shape, with_params):
 
 def test_fused_batch_norm_under_jax_matches_c():
     pytest.importorskip("jax")
-    from theanompi.models.ops import jax_dispatch
+    from theanompi.backend.ops import jax_dispatch
 
     assert jax_dispatch.register()
     x, gamma, beta, gy = _data((6, 3, 4, 4), "float32", seed=6)

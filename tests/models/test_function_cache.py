@@ -17,10 +17,10 @@ import pytest
 from conftest import ROOT
 
 import theanompi.models.layers as L
-from theanompi.contract import WorkerConfig
-from theanompi.models import function_cache as fc
+from theanompi.backend import function_cache as fc
+from theanompi.models.contract import WorkerConfig
 from theanompi.models.mlp import MLP
-from theanompi.recorder import Recorder
+from theanompi.session.recorder import Recorder
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +50,7 @@ def key_of(*args, **kwargs) -> str:
 
 def test_key_is_the_same_for_the_same_graph_built_twice_and_in_another_process():
     probe = ("import numpy as np, pytensor, pytensor.tensor as pt\n"
-             "from theanompi.models import function_cache as fc\n"
+             "from theanompi.backend import function_cache as fc\n"
              f"{inspect.getsource(small_graph)}\n{inspect.getsource(key_of)}\nprint(key_of())")
     keys = {key_of(), key_of()}
     for seed in ("1", "2"):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import run_python_in_cache
 
-from theanompi.models import march_flags as mf
+from theanompi.backend import march_flags as mf
 
 #: prints the flags in use; with "offline", g++ cannot be run (pytensor would need it to detect them)
 PROBE = """
@@ -22,7 +22,7 @@ if sys.argv[1] == "offline":
         raise AssertionError("g++ was run")
     cmodule.subprocess_Popen = no_compiler
     cmodule.GCC_compiler.try_compile_tmp = staticmethod(no_compiler)
-from theanompi.models.march_flags import use_remembered_march_flags
+from theanompi.backend.march_flags import use_remembered_march_flags
 flags = use_remembered_march_flags()
 args = cmodule.GCC_compiler.compile_args()
 print(json.dumps({"flags": flags, "in_args": all(f in args for f in flags)}))

@@ -16,8 +16,8 @@ import json, sys
 import numpy as np
 import theanompi, pytensor, pytensor.tensor as pt
 from pytensor.link.c import cmodule
-from theanompi.models.function_cache import cached_function
-from theanompi.models.module_preload import module_dirs
+from theanompi.backend.function_cache import cached_function
+from theanompi.backend.module_preload import module_dirs
 
 x = pt.vector("x", dtype="float32")
 w = pytensor.shared(np.arange(4, dtype="float32"), name="w", shape=(4,))
@@ -72,12 +72,12 @@ def test_a_module_removed_meanwhile_is_built_again_and_the_entry_updated(tmp_pat
 
 
 def test_an_unexpected_pytensor_registers_nothing_and_says_why(monkeypatch, caplog):
-    from theanompi.models import module_preload
+    from theanompi.backend import module_preload
 
     def moved(*args, **kwargs):
         raise AttributeError("'ModuleCache' object has no attribute 'entry_from_key'")
 
     monkeypatch.setattr(module_preload, "_module_cache_without_refresh", moved)
-    with caplog.at_level("WARNING", logger="theanompi.models.module_preload"):
+    with caplog.at_level("WARNING", logger="theanompi.backend.module_preload"):
         assert module_preload.preload_modules(["tmpabc"]) == 0
     assert "not what this version expects (AttributeError" in caplog.text

@@ -9,8 +9,8 @@ import pytensor.tensor as pt
 import pytest
 from pytensor.compile.mode import get_default_mode
 
-from theanompi.models.ops import MomentumSGD, momentum_sgd
-from theanompi.models.ops.momentum import INPLACE_TAG
+from theanompi.backend.ops import MomentumSGD, momentum_sgd
+from theanompi.backend.ops.momentum import INPLACE_TAG
 
 SHAPES = [(3, 2, 3, 3), (5,), (4, 3)]
 
@@ -88,7 +88,7 @@ def test_a_parameter_read_in_the_same_step_sees_its_old_value():
 
 
 def test_model_updates_use_one_node():
-    from theanompi.contract import WorkerConfig
+    from theanompi.models.contract import WorkerConfig
     from theanompi.models.mlp import MLP
 
     model = MLP(WorkerConfig(rank=0, size=1, seed=0, device="cpu0", model_options={"n_epochs": 1}))
@@ -102,7 +102,7 @@ def test_model_updates_use_one_node():
 
 def test_under_jax_matches_c():
     pytest.importorskip("jax")
-    from theanompi.models.ops import jax_dispatch
+    from theanompi.backend.ops import jax_dispatch
 
     assert jax_dispatch.register()
     results = {}

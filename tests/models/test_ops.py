@@ -1,4 +1,4 @@
-"""Tests for theanompi.models.ops: conv2d / max_pool2d / avg_pool2d Ops.
+"""Tests for theanompi.backend.ops: conv2d / max_pool2d / avg_pool2d Ops.
 
 Every result is compared with slow, explicit-loop NumPy references; gradients
 are also checked by finite differences (``pytensor.gradient.verify_grad``).
@@ -13,7 +13,7 @@ import pytest
 from pytensor.compile.mode import Mode
 from pytensor.gradient import verify_grad
 
-from theanompi.models.ops import (
+from theanompi.backend.ops import (
     Conv2d,
     Conv2dGradBias,
     Conv2dGradInputs,
@@ -411,7 +411,7 @@ def test_pool_runtime_window_error():
 # JAX backend                                                                 #
 # --------------------------------------------------------------------------- #
 def test_jax_dispatch_registration_is_guarded():
-    from theanompi.models.ops import jax_dispatch
+    from theanompi.backend.ops import jax_dispatch
 
     try:
         import jax  # noqa: F401
@@ -423,7 +423,7 @@ def test_jax_dispatch_registration_is_guarded():
 
 def test_jax_dispatch_matches_c_backend():
     pytest.importorskip("jax")
-    from theanompi.models.ops import jax_dispatch
+    from theanompi.backend.ops import jax_dispatch
 
     assert jax_dispatch.register()
     rng = np.random.default_rng(9)
@@ -446,7 +446,7 @@ def test_softmax_and_log_softmax_compile_inline_and_equal_pytensors_own_ops():
     """The rewrite leaves no Python-run OpFromGraph node and computes what pytensor's ops do (values and grads)."""
     from pytensor.compile.mode import get_mode
 
-    from theanompi.models.ops.softmax_inline import TAG
+    from theanompi.backend.ops.softmax_inline import TAG
 
     x = pt.matrix("x")
     y = pt.special.log_softmax(x, axis=1)

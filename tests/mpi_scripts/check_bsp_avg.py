@@ -5,25 +5,27 @@ import tempfile
 
 import _abort_on_error  # noqa: F401
 
-from theanompi.backend import configure_pytensor
+from theanompi.backend.pytensor_config import configure_pytensor
 
 configure_pytensor()
 import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
-from theanompi.rank_main import RankContext  # noqa: E402
+from theanompi.core.session_options import BSPOptions  # noqa: E402
 from theanompi.rules.bsp import BSPWorker  # noqa: E402
-from theanompi.session import SessionSpec  # noqa: E402
+from theanompi.runtime.rank_context import RankContext  # noqa: E402
+from theanompi.session.spec import SessionSpec  # noqa: E402
 
 comm = MPI.COMM_WORLD
 k = int(sys.argv[1])
 run_dir = comm.bcast(tempfile.mkdtemp() if comm.rank == 0 else None)
 spec = SessionSpec(rule="BSP", devices=[f"cpu{r}" for r in range(comm.size)], modelfile="theanompi.models.mlp",
-                   modelclass="MLP", cwd=".", options={"sync_type": "avg", "avg_freq": k, "exch_strategy": "ar",
-                   "seed": 0, "n_epochs": 1, "run_dir": run_dir, "lr_scaling": "none", "warmup_epochs": 0.0},
+                   modelclass="MLP", cwd=".",
+                   options=BSPOptions(sync_type="avg", avg_freq=k, exch_strategy="ar", seed=0, n_epochs=1,
+                                      run_dir=run_dir),
                    model_options={"batch_size": 16, "hidden": 32})
-worker = BSPWorker(RankContext(spec=spec, rank=comm.rank, role="worker", device=f"cpu{comm.rank}", comm=comm))
-worker.setup()  # the constructor only stores; run() would set up itself
+worker = BSPWorker.create(RankContext(spec=spec, rank=comm.rank, role="worker", device=f"cpu{comm.rank}", comm=comm))
+worker.start()  # run() would start it itself
 worker.model.adjust_hyperp(0)
 for count in range(k - 1):  # k-1 local steps: no average yet
     worker.step_avg(count)

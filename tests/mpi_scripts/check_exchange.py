@@ -4,7 +4,7 @@ import _abort_on_error  # noqa: F401
 import numpy as np
 from mpi4py import MPI
 
-from theanompi.exchange import make_exchanger
+from theanompi.comm.exchange import make_exchanger
 
 comm = MPI.COMM_WORLD
 ex = make_exchanger("ar", comm)

@@ -8,9 +8,9 @@ import _abort_on_error  # noqa: F401
 import numpy as np
 from mpi4py import MPI
 
-from theanompi.exchange import make_exchanger
-from theanompi.exchange.cudampi import CudaMPIExchanger, MPIStaging, cuda_aware_mpi
-from theanompi.exchange.fp16 import U16, error_bound
+from theanompi.comm.exchange import make_exchanger
+from theanompi.comm.exchange.cudampi import CudaMPIExchanger, MPIStaging, cuda_aware_mpi
+from theanompi.comm.exchange.fp16 import U16, error_bound
 
 comm = MPI.COMM_WORLD
 n = comm.size

@@ -14,11 +14,11 @@ import cupy
 import numpy as np
 from mpi4py import MPI
 
-from theanompi.errors import ConfigError
-from theanompi.exchange import make_exchanger
-from theanompi.exchange.cudampi import cuda_aware_mpi
-from theanompi.exchange.fp16 import Fp16Exchanger, error_bound
-from theanompi.exchange.transport import MPITransport
+from theanompi.comm.exchange import make_exchanger
+from theanompi.comm.exchange.cudampi import cuda_aware_mpi
+from theanompi.comm.exchange.fp16 import Fp16Exchanger, error_bound
+from theanompi.comm.exchange.transport import MPITransport
+from theanompi.core.errors import ConfigError
 
 comm = MPI.COMM_WORLD
 mode = sys.argv[1]

@@ -29,7 +29,7 @@ assert not {"pytensor", "jax", "cupy"} & set(sys.modules), "theanompi.multiverso
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", str(mv.worker_id()))
 assert mv.server_id() == (0 if mv.is_master_worker() else -1)
 
-from theanompi.backend import configure_pytensor  # noqa: E402
+from theanompi.backend.pytensor_config import configure_pytensor  # noqa: E402
 
 configure_pytensor()
 import pytensor  # noqa: E402

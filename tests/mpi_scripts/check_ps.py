@@ -10,9 +10,9 @@ import _abort_on_error  # noqa: F401
 import numpy as np
 from mpi4py import MPI
 
-from theanompi.ps.client import PSClient, ServerError
-from theanompi.ps.server import TableServer
-from theanompi.ps.updaters import make_updater
+from theanompi.comm.ps.client import PSClient, ServerError
+from theanompi.comm.ps.server import TableServer
+from theanompi.comm.ps.updaters import make_updater
 
 mode, n_servers = sys.argv[1], int(sys.argv[2])
 world = MPI.COMM_WORLD

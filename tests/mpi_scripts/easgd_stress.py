@@ -16,15 +16,15 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from theanompi.backend import configure_pytensor
+from theanompi.backend.pytensor_config import configure_pytensor
 
 configure_pytensor()
 from mpi4py import MPI  # noqa: E402
 
-from theanompi.options import resolve_options  # noqa: E402
-from theanompi.rank_main import RankContext  # noqa: E402
+from theanompi.core.session_options import EASGDOptions  # noqa: E402
 from theanompi.rules.easgd import EASGD  # noqa: E402
-from theanompi.session import SessionSpec  # noqa: E402
+from theanompi.runtime.rank_context import RankContext  # noqa: E402
+from theanompi.session.spec import SessionSpec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 comm = MPI.COMM_WORLD
@@ -44,8 +44,7 @@ for round_, arg in enumerate(sys.argv[1:]):
     modelclass, n_epochs, tau = arg.split(":")
     n_epochs, tau = int(n_epochs), int(tau)
     run_dir = Path(comm.bcast(tempfile.mkdtemp(prefix="easgd-stress-") if comm.rank == 0 else None))
-    options = resolve_options(EASGD.option_schema(), {"n_epochs": n_epochs, "tau": tau, "seed": round_ + 1,
-                                                      "run_dir": str(run_dir)}, "EASGD")
+    options = EASGDOptions(n_epochs=n_epochs, tau=tau, seed=round_ + 1, run_dir=str(run_dir))
     spec = SessionSpec(rule="EASGD", devices=[r["device"] for r in ranks[1:]],
                        modelfile=str(ROOT / "tests" / "assets" / "easgd_models.py"), modelclass=modelclass,
                        options=options, model_options={"batch_size": 16, "hidden": 32}, ranks=ranks, cwd=str(ROOT))

@@ -12,14 +12,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from theanompi.backend import configure_pytensor
+from theanompi.backend.pytensor_config import configure_pytensor
 
 configure_pytensor()
 import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
-from theanompi.rank_main import RankContext  # noqa: E402
+from theanompi.launch.plan import SessionRequest, plan_session  # noqa: E402
 from theanompi.rules.gosgd import GOSGD, GOSGDWorker  # noqa: E402
+from theanompi.runtime.rank_context import RankContext  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 comm = MPI.COMM_WORLD
@@ -27,12 +28,14 @@ reps = int(sys.argv[1])
 n_epochs = 2
 for rep in range(reps):
     run_dir = comm.bcast(tempfile.mkdtemp(prefix="gosgd-stress-") if comm.rank == 0 else None)
-    spec, _ = GOSGD.plan_session(
-        devices=",".join(f"cpu{r}" for r in range(comm.size)), modelfile=str(ROOT / "tests/assets/gosgd_models.py"),
-        modelclass="JitteryMLP", model_options={"hidden": 32, "batch_size": 32}, cwd=str(ROOT),
+    spec, _ = plan_session(SessionRequest.from_keywords(
+        GOSGD, devices=",".join(f"cpu{r}" for r in range(comm.size)),
+        modelfile=str(ROOT / "tests/assets/gosgd_models.py"), modelclass="JitteryMLP",
+        model_options={"hidden": 32, "batch_size": 32}, cwd=str(ROOT),
         p=1.0, n_epochs=n_epochs, seed=rep, run_dir=run_dir, log_level="WARNING",
-    )
-    worker = GOSGDWorker(RankContext(spec=spec, rank=comm.rank, role="worker", device=f"cpu{comm.rank}", comm=comm))
+    ))
+    ctx = RankContext(spec=spec, rank=comm.rank, role="worker", device=f"cpu{comm.rank}", comm=comm)
+    worker = GOSGDWorker.create(ctx)
     worker.run()
     final = worker.fused.read().copy()
     gathered = comm.allgather(final)

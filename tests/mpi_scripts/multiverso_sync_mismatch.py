@@ -4,7 +4,7 @@ import _abort_on_error  # noqa: F401
 import numpy as np
 
 import theanompi.multiverso as mv
-from theanompi.ps.client import ServerError
+from theanompi.comm.ps.client import ServerError
 
 mv.init(sync=True)
 t = mv.ArrayTableHandler(3, init_value=np.zeros(3))

@@ -11,8 +11,8 @@ import _abort_on_error  # noqa: F401
 import numpy as np
 from mpi4py import MPI
 
-from theanompi.ps.client import PSClient
-from theanompi.ps.server import TableServer
+from theanompi.comm.ps.client import PSClient
+from theanompi.comm.ps.server import TableServer
 
 reps, mode = int(sys.argv[1]), sys.argv[2]
 world = MPI.COMM_WORLD

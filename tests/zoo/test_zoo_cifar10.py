@@ -59,6 +59,6 @@ def test_subsets_and_a_file_carrying_code_is_refused(cifar_dir, tmp_path):
 
 
 def zh_config(**options):
-    from theanompi.contract import WorkerConfig
+    from theanompi.models.contract import WorkerConfig
 
     return WorkerConfig(rank=1, size=2, seed=0, device="cpu1", model_options=options)

@@ -7,7 +7,7 @@ import pytest
 from conftest import ASSETS
 
 import theanompi.models.layers as L
-from theanompi.errors import ConfigError
+from theanompi.core.errors import ConfigError
 from theanompi.models.data.hickle_batches import HickleBatchData
 from theanompi.models.data.prefetch import PrefetchData
 from theanompi.models.zoo.alexnet import AlexNet
@@ -75,7 +75,7 @@ def test_dropout_masks_differ_between_ranks_parameters_do_not(hickle_dir):
 
 
 def test_imagenet_defaults_and_small_inputs(hickle_dir):
-    from theanompi.contract import WorkerConfig
+    from theanompi.models.contract import WorkerConfig
 
     options = {"data": "synthetic", "input_size": 227, "fc_width": 64, "n_classes": 10, "train_size": 2, "val_size": 1,
                "prefetch": False}

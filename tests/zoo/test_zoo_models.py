@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 from conftest import ASSETS
 
-from theanompi.contract import check_model_class
-from theanompi.errors import ConfigError
+from theanompi.core.errors import ConfigError
+from theanompi.core.options import InvalidValue
 from theanompi.models import zoo
+from theanompi.models.contract import check_model_class
 from theanompi.models.zoo.cifar10_cnn import CifarCNN
 from theanompi.models.zoo.lstm import LSTMClassifier
-from theanompi.options import InvalidValue
 
 if str(ASSETS) not in sys.path:
     sys.path.insert(0, str(ASSETS))
@@ -81,7 +81,7 @@ def test_identical_initialisation_on_every_rank_from_the_seed():
 
 
 def zh_config(rank=0, seed=0, **options):
-    from theanompi.contract import WorkerConfig
+    from theanompi.models.contract import WorkerConfig
 
     return WorkerConfig(rank=rank, size=2, seed=seed, device=f"cpu{rank}", model_options={"data": "digits", **options})
 

@@ -8,8 +8,8 @@ import pytest
 from conftest import ASSETS
 
 import theanompi.models.layers as L
-from theanompi.contract import WorkerConfig
-from theanompi.errors import ConfigError
+from theanompi.core.errors import ConfigError
+from theanompi.models.contract import WorkerConfig
 from theanompi.models.zoo.resnet import ChannelPadShortcut, ResNet, ResNet20, ResNet32
 
 if str(ASSETS) not in sys.path:

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from conftest import ASSETS
 
-from theanompi.contract import check_model_instance
-from theanompi.errors import ConfigError
+from theanompi.core.errors import ConfigError
+from theanompi.models.contract import check_model_instance
 from theanompi.models.zoo.wgan import WGAN
 
 if str(ASSETS) not in sys.path:

@@ -27,7 +27,7 @@ Two shapes of step:
   whole step and ``descent_vel`` does nothing.
 
 Inside a session the step follows the session's sync type (the rank's
-:mod:`theanompi.rank_context`), whatever ``k`` the model passes: Theano-MPI gave
+:mod:`theanompi.models.current_config`), whatever ``k`` the model passes: Theano-MPI gave
 EASGD/GOSGD workers ``size=1`` for this reason, theanompi gives them their real
 rank and size (their data is sharded). Outside a session ``k > 1`` means two-phase.
 
@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from theanompi.errors import ContractError
+from theanompi.core.errors import ContractError
 
 #: parameter names Theano-MPI steps locally and never exchanges (batch-norm scale and shift)
 LOCAL_PARAM_NAMES = ("gamma", "beta")
@@ -60,7 +60,7 @@ def step_shape(k: int, session_sync_type: str | None) -> str:
 
 
 def _session_sync_type():
-    from theanompi.rank_context import current
+    from theanompi.models.current_config import current
 
     config = current()
     return None if config is None else (config.sync_type or "local")

@@ -1,6 +1,6 @@
 """``from theanompi.lib.recorder import Recorder`` as Theano-MPI models write it.
 
-The class is :class:`theanompi.recorder.Recorder`; it answers both spellings
+The class is :class:`theanompi.session.recorder.Recorder`; it answers both spellings
 (``timer``/``record_train`` and Theano-MPI's ``start``/``end``/``train_error``/``val_error``).
 
 Example
@@ -12,6 +12,6 @@ Example
 (0.5, 0.25)
 """
 
-from theanompi.recorder import Recorder
+from theanompi.session.recorder import Recorder
 
 __all__ = ["Recorder"]

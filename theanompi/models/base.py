@@ -10,9 +10,9 @@ Hyper-parameters come from ``config.model_options`` (cfg keys ``MODEL_*``),
 checked against :attr:`defaults` (the launcher calls :meth:`validate_options`
 before any rank starts; options, sharding and LR scaling live in
 :class:`theanompi.models.hyperparams.ClassifierHyperParams`, shared with the
-PyTorch base :class:`theanompi.models.torch.TorchClassifierModel`).
+PyTorch base :class:`theanompi.models.torch_classifier.TorchClassifierModel`).
 
-The session option ``COMPUTE`` picks the backend (``theanompi.compute``): the C
+The session option ``COMPUTE`` picks the backend (``theanompi.backend.compute``): the C
 backend, or pytensor's JAX mode with every shared variable kept as a ``jax.Array``
 on the rank's device; then ``train_iter`` returns the ``cdd`` update vector as a
 jax array and ``apply_update`` accepts NumPy, CuPy (DLPack) or jax arrays.
@@ -34,15 +34,14 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 
-from theanompi import arrays
-from theanompi.compute import check_jax_device, keep_on_device, pytensor_mode, resolve_compute
+from theanompi.backend import arrays
+from theanompi.backend.compute import check_jax_device, keep_on_device, pytensor_mode, resolve_compute
+from theanompi.backend.function_cache import cached_function
+from theanompi.backend.ops.momentum import momentum_sgd
+from theanompi.backend.ops.softmax_inline import inline_softmax  # noqa: F401  (registers the rewrite)
+from theanompi.comm.fused_params import assign
 from theanompi.models.data.digits import load_digits_split  # noqa: F401  (docstring example)
-from theanompi.models.function_cache import cached_function
 from theanompi.models.hyperparams import ClassifierHyperParams
-from theanompi.models.ops.momentum import momentum_sgd
-from theanompi.models.ops.softmax_inline import inline_softmax  # noqa: F401  (registers the rewrite)
-from theanompi.params import assign
-from theanompi.session_options import typed_options
 
 
 class ClassifierModel(ClassifierHyperParams):
@@ -51,7 +50,7 @@ class ClassifierModel(ClassifierHyperParams):
     # ----- construction ---------------------------------------------------------------
     def __init__(self, config):
         self.config = config
-        self.compute = resolve_compute(typed_options(config.options).compute, config.device)
+        self.compute = resolve_compute(config.options.compute, config.device)
         self.hp = self.validate_options(config.model_options)
         self.n_epochs = self.hp["n_epochs"]
         self.floatX = pytensor.config.floatX
@@ -105,7 +104,7 @@ class ClassifierModel(ClassifierHyperParams):
     def sgd_updates(self, grads):
         """Momentum SGD: v <- mu*v - lr*g; p <- p + v (plain SGD when momentum is 0).
 
-        With momentum, all parameters update in one :func:`~theanompi.models.ops.momentum_sgd` node.
+        With momentum, all parameters update in one :func:`~theanompi.backend.ops.momentum_sgd` node.
         """
         mu = self.hp["momentum"]
         if not mu or not self.params:

@@ -2,7 +2,7 @@
 
 :class:`ClassifierHyperParams` is the framework-free half of
 :class:`theanompi.models.base.ClassifierModel` (pytensor) and
-:class:`theanompi.models.torch.TorchClassifierModel` (PyTorch): the option
+:class:`theanompi.models.torch_classifier.TorchClassifierModel` (PyTorch): the option
 defaults and their checks (the launcher calls :meth:`validate_options` before
 any rank starts), :meth:`shard` and the LR_SCALING / WARMUP_EPOCHS multiplier.
 It imports neither pytensor nor torch.
@@ -14,7 +14,7 @@ Example
 >>> ClassifierHyperParams.validate_options({"momentum": 1.5})
 Traceback (most recent call last):
 ...
-theanompi.errors.ConfigError: ClassifierHyperParams: model option momentum=1.5 is not allowed; use a number in [0, 1)
+theanompi.core.errors.ConfigError: ClassifierHyperParams: model option momentum=1.5 is not allowed; use a number in ...
 """
 
 from __future__ import annotations
@@ -22,10 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from theanompi.errors import ConfigError
+from theanompi.core.errors import ConfigError
+from theanompi.core.options import InvalidValue, predicate_parser
 from theanompi.models.data.base import ShardedArrayData
-from theanompi.options import InvalidValue, predicate_parser
-from theanompi.session_options import typed_options
 
 
 def _positive_int(v):
@@ -54,7 +53,7 @@ class ClassifierHyperParams:
 
     #: Hyper-parameters and their defaults; subclasses extend with ``{**ClassifierModel.defaults, ...}``.
     defaults: dict[str, Any] = {"batch_size": 32, "lr": 0.05, "momentum": 0.9, "weight_decay": 0.0, "n_epochs": 10}
-    #: Extra per-option parsers of subclasses (name -> parser raising InvalidValue, theanompi.options' style).
+    #: Extra per-option parsers of subclasses (name -> parser raising InvalidValue, theanompi.core.options' style).
     checks: dict[str, Callable[[Any], Any]] = {}
 
     @classmethod
@@ -84,7 +83,7 @@ class ClassifierHyperParams:
 
     def lr_multiplier(self, epoch_progress: float) -> float:
         """LR_SCALING=linear multiplies by the worker count, ramping up over WARMUP_EPOCHS."""
-        opts = typed_options(self.config.options)
+        opts = self.config.options
         if opts.lr_scaling != "linear":
             return 1.0
         target = float(self.config.size)
@@ -95,5 +94,5 @@ class ClassifierHyperParams:
 
     def warming_up(self, epoch: int) -> bool:
         """Whether the learning rate ramps up during ``epoch`` (LR_SCALING=linear with WARMUP_EPOCHS)."""
-        opts = typed_options(self.config.options)
+        opts = self.config.options
         return opts.lr_scaling == "linear" and epoch < opts.warmup_epochs

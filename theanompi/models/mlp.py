@@ -17,9 +17,9 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 
+from theanompi.core.options import predicate_parser
 from theanompi.models.base import ClassifierModel
 from theanompi.models.data.digits import load_digits_split
-from theanompi.options import predicate_parser
 
 
 def parse_hidden(value) -> tuple[int, ...]:

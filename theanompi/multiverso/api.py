@@ -45,9 +45,9 @@ from __future__ import annotations
 import logging
 import threading
 
+from theanompi.comm.ps.updaters import UPDATERS
+from theanompi.core.options import InvalidValue, boolean, choice, positive_float, unit_interval
 from theanompi.multiverso.guards import SessionGuard, arrival_timeout, await_every_worker, serve_or_abort, start_mpi
-from theanompi.options import InvalidValue, boolean, choice, positive_float, unit_interval
-from theanompi.ps.updaters import UPDATERS
 
 log = logging.getLogger(__name__)
 
@@ -146,8 +146,8 @@ def init(sync=False, updater: str | None = None, lr: float | None = None, moment
 def _start(sync: bool, updater: str, lr: float, momentum: float, timeout: float) -> _Session:
     MPI = start_mpi(timeout)  # noqa: N806 - mpi4py's module name
 
-    from theanompi.ps.client import PSClient
-    from theanompi.ps.server import TableServer
+    from theanompi.comm.ps.client import PSClient
+    from theanompi.comm.ps.server import TableServer
 
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         raise RuntimeError("theanompi.multiverso needs an MPI library with MPI_THREAD_MULTIPLE")

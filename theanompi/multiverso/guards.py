@@ -34,7 +34,7 @@ import traceback
 
 import numpy as np
 
-from theanompi.polling import Backoff
+from theanompi.core.polling import Backoff
 
 TIMEOUT_ENV = "THEANOMPI_MV_TIMEOUT"
 DEFAULT_TIMEOUT_S = 60.0

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from theanompi.comm.ps.updaters import UPDATERS
 from theanompi.multiverso.api import session
-from theanompi.ps.updaters import UPDATERS
 
 DTYPE = np.float32
 

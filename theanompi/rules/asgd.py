@@ -16,7 +16,7 @@ parameters:
 ``ASGD_SYNC=true`` makes every worker's i-th pull return identical values; async
 mode applies pushes as they arrive. With ``ON_WORKER_LOSS=continue`` (async mode
 only) the servers forget a worker that dies and the others carry on: their
-epoch-end collectives shrink to the survivors (``theanompi.fault_tolerance``);
+epoch-end collectives shrink to the survivors (``theanompi.comm.fault_tolerance``);
 the lost worker's shard is no longer trained nor validated. Worker 0 (it writes
 the records) and the servers cannot be lost. At every epoch end the workers' last pushes
 are applied and all pull the same parameters, which are validated; the server's
@@ -33,71 +33,65 @@ Example
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from theanompi.arrays import to_host
-from theanompi.contract import SyncType
-from theanompi.devices import Device
-from theanompi.errors import ConfigError
-from theanompi.mpirun import RankSpec
-from theanompi.options import (
-    Option,
-    boolean,
-    choice,
-    positive_float,
-    positive_int,
-    unit_interval,
-)
-from theanompi.ps.updaters import UPDATERS
+from theanompi.backend.arrays import to_host
+from theanompi.core.devices import Device
+from theanompi.core.errors import ConfigError
+from theanompi.core.session_options import ASGDOptions, SessionOptions
+from theanompi.models.contract import SyncType
 from theanompi.rules.base import Rule
-from theanompi.training import WorkerLoop, check_agreement
-from theanompi.watchdog import ACTIVITY
+from theanompi.runtime.agreement import check_agreement
+from theanompi.runtime.model_build import BuiltWorker, build_worker
+from theanompi.runtime.rank_context import RankContext
+from theanompi.runtime.worker_loop import WorkerLoop
+from theanompi.session.recorder import Recorder
+from theanompi.session.spec import RankSpec
+from theanompi.session.watchdog import ACTIVITY
 
 
 class ASGD(Rule):
     name = "ASGD"
     supports_worker_loss = True
-    rule_options = (
-        Option("sync", "ASGD_SYNC", boolean, False, "true: every worker's i-th pull returns the same values"),
-        Option("n_servers", "ASGD_SERVERS", positive_int, 1, "server ranks; parameters are sharded over them"),
-        Option("push_freq", "ASGD_FREQ", positive_int, 1, "local steps between push/pull exchanges"),
-        Option("updater", "ASGD_UPDATER", choice(*UPDATERS), "add", "how the server applies a pushed delta"),
-        Option("server_lr", "ASGD_LR", positive_float, 0.05, "learning rate of the sgd/momentum/adagrad updaters"),
-        Option("server_momentum", "ASGD_MOMENTUM", unit_interval, 0.9, "momentum of the momentum updater"),
-    )
+    options_class = ASGDOptions
 
     @classmethod
-    def check_options(cls, devices, options) -> None:
-        if options["on_worker_loss"] == "continue" and options["sync"]:
+    def check_options(cls, devices: list[Device], options: SessionOptions) -> None:
+        assert isinstance(options, ASGDOptions)
+        if options.on_worker_loss == "continue" and options.sync:
             raise ConfigError("ON_WORKER_LOSS=continue needs ASGD_SYNC=false: synchronous rounds need every worker")
 
     @classmethod
-    def launch_ranks(cls, devices, options) -> list[RankSpec]:
+    def launch_ranks(cls, devices: list[Device], options: SessionOptions) -> list[RankSpec]:
+        assert isinstance(options, ASGDOptions)
         host = devices[0].host
-        servers = [RankSpec(Device("cpu", i, host), "server") for i in range(options["n_servers"])]
+        servers = [RankSpec(Device("cpu", i, host), "server") for i in range(options.n_servers)]
         return super().launch_ranks(devices, options) + servers
 
     @classmethod
-    def run_rank(cls, ctx) -> None:
+    def run_rank(cls, ctx: RankContext) -> None:
+        options = ctx.options_as(ASGDOptions)
         role_comm = ctx.role_comm()
         if ctx.role == "server":
             servers = ctx.ranks_with_role("server")
             ACTIVITY.enter("serving the tables")
             ACTIVITY.progress("waiting for requests", waiting=True)
             _watched_table_server()(ctx.comm, ctx.ranks_with_role("worker"), servers.index(ctx.rank), len(servers),
-                        sync=ctx.options.sync,
-                        tolerate_lost_clients=ctx.options.on_worker_loss == "continue").serve()
+                        sync=options.sync,
+                        tolerate_lost_clients=options.on_worker_loss == "continue").serve()
         else:
-            if ctx.options.on_worker_loss == "continue":
-                from theanompi.fault_tolerance import SurvivorsComm
+            if options.on_worker_loss == "continue":
+                from theanompi.comm.fault_tolerance import SurvivorsComm
 
                 role_comm = SurvivorsComm(role_comm, "ASGD workers")
-            ASGDWorker(ctx, role_comm).run()
+            ASGDWorker.create(ctx, role_comm).run()
 
 
 def _watched_table_server() -> type:
     """TableServer whose requests are progress for the watchdog (imported here: mpi4py starts MPI on import)."""
-    from theanompi.ps.server import TableServer
+    from theanompi.comm.ps.server import TableServer
 
     class WatchedTableServer(TableServer):
         def handle(self, source: int) -> None:
@@ -108,42 +102,60 @@ def _watched_table_server() -> type:
     return WatchedTableServer
 
 
-class ASGDWorker(WorkerLoop):
-    """A worker: local steps, push/pull every ``push_freq`` steps, synchronised pulls at epoch ends."""
+def sync_type_for(updater: str) -> str:
+    """What an ASGD worker's model compiles: ``add`` -- the model steps itself ('local'); ``sgd``, ``momentum``,
+    ``adagrad`` -- it only computes the update vector and the servers step ('cdd').
+
+    >>> sync_type_for("add"), sync_type_for("momentum")
+    ('local', 'cdd')
+    """
+    return SyncType.LOCAL if updater == "add" else SyncType.CDD
+
+
+class ASGDWorker(WorkerLoop[ASGDOptions]):
+    """A worker: local steps, push/pull every ``push_freq`` steps, synchronised pulls at epoch ends.
+
+    ``client`` talks to the server ranks, which hold ``table``: the fused parameters, sharded by rows.
+    """
 
     rule_name = "ASGD"
 
-    def __init__(self, ctx, comm):
-        super().__init__(ctx, comm)
-        # add: the model steps itself; sgd/momentum/adagrad: it only computes the update vector, the servers step
-        self.sync_type = SyncType.LOCAL if self.options.updater == "add" else SyncType.CDD
-        self.client = None
-        self.table = None
-        self.accumulated: np.ndarray | None = None  # cdd: the update vectors summed since the last push
+    def __init__(self, ctx: RankContext, comm: Any, built: BuiltWorker, options: ASGDOptions, client: Any,
+                 table: Any):
+        super().__init__(ctx, comm, built, options)
+        self.sync_type = sync_type_for(options.updater)
+        self.client = client
+        self.table = table
+        # cdd: the update vectors summed since the last push (None with the add updater: nothing to sum)
+        self.accumulated = np.zeros(self.fused.size, self.fused.dtype) if self.sync_type == SyncType.CDD else None
         self.pending = 0
         self.exchanges = 0
-        self.base: np.ndarray | None = None  # the parameters of the last pull
+        self.base = np.zeros(self.fused.size, self.fused.dtype)  # the parameters of the last pull
         self.server_stats: list = []
 
-    def setup_rule(self) -> None:
-        """Create the table on the servers (worker 0 initialises it) and pull the starting parameters."""
-        # not at the top: importing mpi4py starts MPI
-        from theanompi.ps.client import PSClient
+    @classmethod
+    def create(cls, ctx: RankContext, comm: Any) -> ASGDWorker:
+        """Build the model, connect to the servers, create the table there, construct the worker (``comm``: the
+        workers' communicator)."""
+        from theanompi.comm.ps.client import PSClient  # noqa: PLC0415 - importing mpi4py starts MPI
 
-        opts, comm, ctx = self.options, self.comm, self.ctx
-        if opts.sync:
+        options = ctx.options_as(ASGDOptions)
+        recorder = Recorder(ctx.spec.run_dir, write=comm.rank == 0)
+        built = build_worker(ctx, comm, sync_type_for(options.updater), "host", recorder)
+        client = PSClient(ctx.comm, ctx.ranks_with_role("server"))
+        table = client.create_table(0, num_row=built.fused.size, num_col=1, dtype=built.fused.dtype,
+                                    updater=options.updater, lr=options.server_lr, momentum=options.server_momentum)
+        return cls(ctx, comm, built, options, client, table)
+
+    def start_rule(self) -> None:
+        """Worker 0 initialises the table (after a resumed checkpoint); every worker pulls the starting parameters."""
+        if self.options.sync:
             # sync pulls pair up across workers: unequal step counts could never complete a round
-            check_agreement(comm, n_batch_train=self.model.data.n_batch_train)
-        self.client = PSClient(ctx.comm, ctx.ranks_with_role("server"))
-        self.table = self.client.create_table(0, num_row=self.fused.size, num_col=1, dtype=self.fused.dtype,
-                                              updater=opts.updater, lr=opts.server_lr,
-                                              momentum=opts.server_momentum)
-        if comm.rank == 0:
+            check_agreement(self.comm, n_batch_train=self.model.data.n_batch_train)
+        if self.comm.rank == 0:
             self.client.set(self.table, self.fused.read())  # master initialisation
         with ACTIVITY.waiting("the start barrier"):
-            comm.Barrier()
-        if self.sync_type == SyncType.CDD:
-            self.accumulated = np.zeros(self.fused.size, self.fused.dtype)
+            self.comm.Barrier()
         self.pull()
 
     def pull(self) -> None:

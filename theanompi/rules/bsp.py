@@ -23,75 +23,91 @@ Example
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import numpy as np
 
-from theanompi import arrays
-from theanompi.contract import SyncType
-from theanompi.errors import ConfigError, ContractError
-from theanompi.exchange import STRATEGIES, check_strategy, make_exchanger
-from theanompi.options import Option, choice, positive_int
+from theanompi.backend import arrays
+from theanompi.comm.exchange import check_strategy, make_exchanger
+from theanompi.comm.exchange.base import Exchanger
+from theanompi.core.devices import Device
+from theanompi.core.errors import ConfigError, ContractError
+from theanompi.core.session_options import BSPOptions, SessionOptions
+from theanompi.models.contract import SyncType
+from theanompi.models.theano_mpi_adapter import follows_theanompi_contract
 from theanompi.rules.base import Rule
-from theanompi.theano_mpi_contract import follows_theanompi_contract
-from theanompi.training import WorkerLoop, check_agreement
+from theanompi.runtime.agreement import check_agreement
+from theanompi.runtime.model_build import BuiltWorker, build_worker
+from theanompi.runtime.rank_context import RankContext
+from theanompi.runtime.worker_loop import WorkerLoop
+from theanompi.session.recorder import Recorder
 
 log = logging.getLogger("theanompi")
 
 
 class BSP(Rule):
     name = "BSP"
-    rule_options = (
-        Option("sync_type", "BSP_SYNC_TYPE", choice("cdd", "avg"), "cdd",
-               "cdd: average update vectors every step; avg: average parameters every avg_freq steps"),
-        Option("exch_strategy", "BSP_EXCH_STRATEGY", choice(*STRATEGIES), "ar", "how buffers travel (ar: host MPI)"),
-        Option("avg_freq", "BSP_AVG_FREQ", positive_int, 1, "avg: iterations between parameter averages"),
-    )
+    options_class = BSPOptions
 
     @classmethod
-    def check_options(cls, devices, options) -> None:
-        check_strategy(options["exch_strategy"], devices)
+    def check_options(cls, devices: list[Device], options: SessionOptions) -> None:
+        assert isinstance(options, BSPOptions)
+        check_strategy(options.exch_strategy, devices)
 
     @classmethod
-    def adapt_to_model(cls, model_cls, options, given) -> list[str]:
+    def adapt_to_model(cls, model_cls: type, options: SessionOptions,
+                       given: frozenset[str]) -> tuple[SessionOptions, list[str]]:
         """Choose the sync type for a ModelClass without ``apply_update`` and say which was chosen.
 
         * written for Theano-MPI (``reset_iter``): cdd as Theano-MPI did it (the workers' ``vels``
-          summed into ``vels2``, see theanompi.theano_mpi_contract);
+          summed into ``vels2``, see theanompi.models.theano_mpi_adapter);
         * otherwise ``avg`` unless the user asked for cdd (then an error: cdd needs apply_update).
         """
-        notes = super().adapt_to_model(model_cls, options, given)
+        options, notes = super().adapt_to_model(model_cls, options, given)
+        assert isinstance(options, BSPOptions)
         name = model_cls.__name__
-        if callable(getattr(model_cls, "apply_update", None)) or options["sync_type"] != SyncType.CDD:
-            return notes + [f"BSP sync type {options['sync_type']}"]
+        if callable(getattr(model_cls, "apply_update", None)) or options.sync_type != SyncType.CDD:
+            return options, notes + [f"BSP sync type {options.sync_type}"]
         if follows_theanompi_contract(model_cls):
-            return notes + [(f"BSP sync type cdd as Theano-MPI ran it (ModelClass {name!r} has no apply_update: "
-                             "each step the workers' vels are summed into vels2)")]
+            return options, notes + [(f"BSP sync type cdd as Theano-MPI ran it (ModelClass {name!r} has no "
+                                      "apply_update: each step the workers' vels are summed into vels2)")]
         if "sync_type" in given:
             raise ConfigError(f"BSP_SYNC_TYPE=cdd: ModelClass {name!r} lacks method 'apply_update', which cdd needs "
                               "(or use BSP_SYNC_TYPE=avg)")
-        options["sync_type"] = SyncType.AVG
-        return notes + [f"BSP sync type avg (chosen: ModelClass {name!r} has no apply_update, which cdd needs)"]
+        chosen = options.replace(sync_type=SyncType.AVG)
+        return chosen, notes + [f"BSP sync type avg (chosen: ModelClass {name!r} has no apply_update, which cdd needs)"]
 
     @classmethod
-    def run_rank(cls, ctx) -> None:
-        BSPWorker(ctx).run()
+    def run_rank(cls, ctx: RankContext) -> None:
+        BSPWorker.create(ctx).run()
 
 
-class BSPWorker(WorkerLoop):
-    """One BSP worker: the shared epoch loop with BSP's exchanges in :meth:`step`."""
+class BSPWorker(WorkerLoop[BSPOptions]):
+    """One BSP worker: the shared epoch loop with BSP's exchanges in :meth:`step`.
+
+    ``sync_type``: what the model compiled (the session's, or 'local' for a single worker); ``exchanger``: how
+    the workers' buffers travel.
+    """
 
     rule_name = "BSP"
 
-    def __init__(self, ctx):
-        super().__init__(ctx, ctx.comm)
-        self.sync_type = ctx.options.sync_type if ctx.comm.size > 1 else SyncType.LOCAL
-        self.exchanger = None
+    def __init__(self, ctx: RankContext, comm: Any, built: BuiltWorker, options: BSPOptions, sync_type: str,
+                 exchanger: Exchanger):
+        super().__init__(ctx, comm, built, options)
+        self.sync_type = sync_type
+        self.exchanger = exchanger
 
-    def setup_before_model(self) -> None:
-        self.exchanger = make_exchanger(self.options.exch_strategy, self.comm)
-        self.fused_location = self.exchanger.memory  # NCCL / CUDA-aware MPI: the fused buffer stays on the GPU
+    @classmethod
+    def create(cls, ctx: RankContext) -> BSPWorker:
+        """Open the exchanger (collective), build the model with its fused buffer where the exchanger wants it
+        (NCCL / CUDA-aware MPI: on the GPU), and construct the worker."""
+        options, comm = ctx.options_as(BSPOptions), ctx.comm
+        sync_type = options.sync_type if comm.size > 1 else SyncType.LOCAL
+        exchanger = make_exchanger(options.exch_strategy, comm)
+        built = build_worker(ctx, comm, sync_type, exchanger.memory, Recorder(ctx.spec.run_dir, write=comm.rank == 0))
+        return cls(ctx, comm, built, options, sync_type, exchanger)
 
-    def setup_rule(self) -> None:
+    def start_rule(self) -> None:
         check_agreement(
             self.comm, n_batch_train=self.model.data.n_batch_train, n_params=self.fused.size,
             param_dtype=str(self.fused.dtype),

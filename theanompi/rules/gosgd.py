@@ -85,12 +85,16 @@ from typing import Any
 
 import numpy as np
 
-from theanompi.contract import SyncType
-from theanompi.options import Option, fraction
-from theanompi.polling import poll_until
+from theanompi.core.polling import poll_until
+from theanompi.core.session_options import GOSGDOptions
+from theanompi.models.contract import SyncType
 from theanompi.rules.base import Rule
-from theanompi.training import WorkerLoop, check_agreement
-from theanompi.watchdog import ACTIVITY
+from theanompi.runtime.agreement import check_agreement
+from theanompi.runtime.model_build import BuiltWorker, build_worker
+from theanompi.runtime.rank_context import RankContext
+from theanompi.runtime.worker_loop import WorkerLoop
+from theanompi.session.recorder import Recorder
+from theanompi.session.watchdog import ACTIVITY
 
 log = logging.getLogger("theanompi")
 
@@ -161,31 +165,33 @@ class GOSGD(Rule):
     """Gossip SGD: random pushes of (params, half weight) between workers; consensus at the end."""
 
     name = "GOSGD"
-    rule_options = (
-        Option("p", "GOSGD_P", fraction, 0.1, "probability that a worker pushes its params after a step"),
-    )
+    options_class = GOSGDOptions
 
     @classmethod
-    def run_rank(cls, ctx) -> None:
-        GOSGDWorker(ctx).run()
+    def run_rank(cls, ctx: RankContext) -> None:
+        GOSGDWorker.create(ctx).run()
 
 
-class GOSGDWorker(WorkerLoop):
+class GOSGDWorker(WorkerLoop[GOSGDOptions]):
     """One gossip worker: local steps, pushes/merges after each, consensus in :meth:`conclude`.
+
+    ``gossip_comm`` carries the gossip messages and their barriers apart from other traffic; ``mpi`` is mpi4py's
+    ``MPI`` module (passed in: importing it starts MPI, and the launcher imports the rules).
 
     Example
     -------
-    >>> GOSGDWorker(ctx).run()            # inside a rank  # doctest: +SKIP
+    >>> GOSGDWorker.create(ctx).run()            # inside a rank  # doctest: +SKIP
     """
 
     rule_name = "GOSGD"
     sync_type = SyncType.LOCAL
 
-    def __init__(self, ctx, comm=None):
-        super().__init__(ctx, ctx.comm if comm is None else comm)
+    def __init__(self, ctx: RankContext, comm: Any, built: BuiltWorker, options: GOSGDOptions, gossip_comm: Any,
+                 mpi: Any):
+        super().__init__(ctx, comm, built, options)
         self.size, self.rank = self.comm.size, self.comm.rank
         self.weight = 1.0 / self.size
-        self.p = float(self.options.p)
+        self.p = float(options.p)
         self.sent = np.zeros(self.size, dtype=np.int64)      # messages sent to each peer
         self.received = np.zeros(self.size, dtype=np.int64)  # messages received from each peer
         self.idle_merges = 0  # merged while waiting for peers at an epoch boundary
@@ -196,15 +202,29 @@ class GOSGDWorker(WorkerLoop):
         self.sum_weights = float("nan")
         self.conclude_s = 0.0
         self._final: dict[str, Any] = {}
-        # set up in setup_rule: mpi4py's MPI, the gossip communicator, the push generator, the receive buffer
-        self._mpi = self.gcomm = self.rng = self.recv_buf = self._status = None
+        self._mpi = mpi
+        self.gcomm = gossip_comm
+        self.rng = self.push_generator(start_epoch=0)
+        self.recv_buf = np.empty(header_slots(self.fused.dtype) + self.fused.size, dtype=self.fused.dtype)
+        self._status = mpi.Status()
 
-    def setup_rule(self) -> None:
-        """Check the workers agree, start from rank 0's params (or the checkpoint's), open the gossip channel."""
-        # not at the top: importing mpi4py starts MPI, and the launcher imports the rules
-        from mpi4py import MPI
+    @classmethod
+    def create(cls, ctx: RankContext, comm: Any = None) -> GOSGDWorker:
+        """Open the gossip channel (collective), build the model, construct the worker (``comm``: the workers'
+        communicator, the session's by default)."""
+        from mpi4py import MPI  # noqa: PLC0415 - importing mpi4py starts MPI; the launcher imports the rules
 
-        self._mpi = MPI
+        comm = ctx.comm if comm is None else comm
+        gossip_comm = comm.Dup()
+        built = build_worker(ctx, comm, cls.sync_type, "host", Recorder(ctx.spec.run_dir, write=comm.rank == 0))
+        return cls(ctx, comm, built, ctx.options_as(GOSGDOptions), gossip_comm, MPI)
+
+    def push_generator(self, start_epoch: int) -> np.random.Generator:
+        """The generator of this worker's push decisions and peers, for a session that starts at ``start_epoch``."""
+        return np.random.default_rng([self.options.seed, self.rank, 1611, start_epoch])
+
+    def start_rule(self) -> None:
+        """Check the workers agree, start from rank 0's params (or the checkpoint's)."""
         comm = self.comm
         check_agreement(comm, n_params=self.fused.size, param_dtype=str(self.fused.dtype), n_epochs=self.n_epochs)
         if self.restored is None:
@@ -212,10 +232,7 @@ class GOSGDWorker(WorkerLoop):
             self.fused.write(self.fused.buffer)
         elif int(self.restored["n_workers"]) == self.size:
             self.weight = float(self.restored["worker_rule_state"][self.rank]["weight"])
-        self.rng = np.random.default_rng([self.options.seed, self.rank, 1611, self.start_epoch])
-        self.gcomm = comm.Dup()  # gossip messages and their barriers never meet other traffic
-        self.recv_buf = np.empty(header_slots(self.fused.dtype) + self.fused.size, dtype=self.fused.dtype)
-        self._status = MPI.Status()
+        self.rng = self.push_generator(self.start_epoch)
 
     # ----- exchanges -----------------------------------------------------------------
     def push(self) -> int:

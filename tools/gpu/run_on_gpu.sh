@@ -32,7 +32,7 @@ try:
     print("jax devices:", jax.devices())
 except Exception as err:  # noqa: BLE001
     print("jax devices: ERROR", err)
-from theanompi.devices import count_local_gpus
+from theanompi.core.devices import count_local_gpus
 print("theanompi sees GPUs:", count_local_gpus())
 PYEOF
 } 2>&1 | tee "$OUT/setup.log"

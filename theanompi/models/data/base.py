@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from theanompi.errors import ConfigError
+from theanompi.core.errors import ConfigError
 
 
 def _is_int(v) -> bool:
@@ -46,7 +46,7 @@ def check_shard_args(units_per_batch, rank, size, name: str = "batch_size") -> N
     >>> check_shard_args(4, 2, 2)
     Traceback (most recent call last):
     ...
-    theanompi.errors.ConfigError: rank 2 is outside 0..1
+    theanompi.core.errors.ConfigError: rank 2 is outside 0..1
     """
     if not _is_int(units_per_batch) or units_per_batch < 1:
         raise ConfigError(f"{name}={units_per_batch!r} must be an integer >= 1")

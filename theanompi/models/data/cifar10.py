@@ -37,11 +37,11 @@ from pathlib import Path
 
 import numpy as np
 
-from theanompi.errors import ConfigError
+from theanompi.core.errors import ConfigError
+from theanompi.core.safe_io import RestrictedUnpickler as _SafeUnpickler
+from theanompi.core.safe_io import UnsafePickleError
 from theanompi.models.data.base import ShardedArrayData
 from theanompi.models.data.theanompi_api import FileBatchAPI, session_data_dir, split_into_batches
-from theanompi.safe_io import RestrictedUnpickler as _SafeUnpickler
-from theanompi.safe_io import UnsafePickleError
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ PY3_PROTOCOL2_BYTES = ("_codecs", "encode")
 
 
 class RestrictedUnpickler(_SafeUnpickler):
-    """:class:`theanompi.safe_io.RestrictedUnpickler` with CIFAR-10's allow-list (numpy arrays and scalars)
+    """:class:`theanompi.core.safe_io.RestrictedUnpickler` with CIFAR-10's allow-list (numpy arrays and scalars)
     and Python 2 string handling (``encoding='bytes'``, like the official loader).
 
     Reads the official Python 2 files and Python 3 pickles of protocols 2 to 4
@@ -328,8 +328,8 @@ class Cifar10_data(FileBatchAPI):  # noqa: N801 - Theano-MPI's name
     Example
     -------
     >>> import os, pickle, tempfile
-    >>> from theanompi.contract import WorkerConfig
-    >>> from theanompi.rank_context import set_current
+    >>> from theanompi.models.contract import WorkerConfig
+    >>> from theanompi.models.current_config import set_current
     >>> root = tempfile.mkdtemp()
     >>> for name in TRAIN_FILES:
     ...     batch = {"data": np.zeros((10, 3072), np.uint8), "labels": [3] * 10}

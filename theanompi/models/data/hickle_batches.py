@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from theanompi.errors import ConfigError
+from theanompi.core.errors import ConfigError
 from theanompi.models.data.base import ArraySpec, DataClass
 from theanompi.models.data.safe_hickle import UnsafeHickleError, read_array, read_hickle  # noqa: F401 (re-exported)
 

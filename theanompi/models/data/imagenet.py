@@ -15,8 +15,8 @@ reader, which never unpickles. Theano-MPI's models load the files themselves
 Example
 -------
 >>> import hickle, os, tempfile
->>> from theanompi.contract import WorkerConfig
->>> from theanompi.rank_context import set_current
+>>> from theanompi.models.contract import WorkerConfig
+>>> from theanompi.models.current_config import set_current
 >>> root = tempfile.mkdtemp()
 >>> for sub in ("train_hkl_b4", "labels", "misc"):
 ...     os.makedirs(os.path.join(root, sub))
@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from theanompi.errors import ConfigError
+from theanompi.core.errors import ConfigError
 from theanompi.models.data.hickle_batches import HickleBatchData
 from theanompi.models.data.theanompi_api import FileBatchAPI, session_data_dir
 

@@ -23,8 +23,8 @@ contiguous validation shard (the last batch may be short).
 Example
 -------
 >>> import os, tempfile
->>> from theanompi.contract import WorkerConfig
->>> from theanompi.rank_context import set_current
+>>> from theanompi.models.contract import WorkerConfig
+>>> from theanompi.models.current_config import set_current
 >>> root = tempfile.mkdtemp()
 >>> rng = np.random.default_rng(0)
 >>> np.savez(os.path.join(root, "mnist.npz"), x_train=rng.random((100, 784), np.float32), y_train=np.arange(100) % 10,
@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from theanompi.errors import ConfigError
+from theanompi.core.errors import ConfigError
 from theanompi.models.data.base import ShardedArrayData
 from theanompi.models.data.cifar10 import RestrictedUnpickler, UnsafePickleError
 from theanompi.models.data.theanompi_api import session_config, session_data_dir
@@ -118,7 +118,7 @@ def load_mnist(data_dir) -> list:
     >>> load_mnist("/nonexistent")
     Traceback (most recent call last):
     ...
-    theanompi.errors.ConfigError: MNIST directory '/nonexistent' holds neither mnist.npz nor mnist.pkl.gz
+    theanompi.core.errors.ConfigError: MNIST directory '/nonexistent' holds neither mnist.npz nor mnist.pkl.gz
     """
     root = Path(data_dir)
     if (root / NPZ_FILE).is_file():

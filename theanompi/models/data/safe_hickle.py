@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from theanompi.errors import ConfigError
+from theanompi.core.errors import ConfigError
 
 #: Types a hickle type-table entry may name (checked statically, never unpickled).
 ALLOWED_TYPE_GLOBALS = {

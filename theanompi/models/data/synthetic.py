@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from theanompi.errors import ConfigError
+from theanompi.core.errors import ConfigError
 from theanompi.models.data.base import ArraySpec, DataClass
 
 log = logging.getLogger(__name__)

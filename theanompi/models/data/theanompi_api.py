@@ -32,8 +32,8 @@ The data directory and the seed come from the session (:func:`session_data_dir`,
 
 Example
 -------
->>> from theanompi.contract import WorkerConfig
->>> from theanompi.rank_context import set_current
+>>> from theanompi.models.contract import WorkerConfig
+>>> from theanompi.models.current_config import set_current
 >>> class Letters(FileBatchAPI):
 ...     def __init__(self):
 ...         self.init_session("Letters", verbose=False)
@@ -54,8 +54,8 @@ from pathlib import Path
 
 import numpy as np
 
-from theanompi import rank_context
-from theanompi.errors import ConfigError
+from theanompi.core.errors import ConfigError
+from theanompi.models import current_config
 from theanompi.models.data.base import DataClass, check_shard_args
 
 log = logging.getLogger(__name__)
@@ -65,21 +65,21 @@ MODES = ("train", "val")
 
 # ----- the session ------------------------------------------------------------------------
 def session_config(what: str):
-    """This rank's :class:`~theanompi.contract.WorkerConfig`; ConfigError outside a session.
+    """This rank's :class:`~theanompi.models.contract.WorkerConfig`; ConfigError outside a session.
 
     Example
     -------
     >>> session_config("Cifar10_data")
     Traceback (most recent call last):
     ...
-    theanompi.errors.ConfigError: Cifar10_data finds its data in MODEL_DATA_DIR, but no theanompi session ...
+    theanompi.core.errors.ConfigError: Cifar10_data finds its data in MODEL_DATA_DIR, but no theanompi session ...
     """
-    config = rank_context.current()
+    config = current_config.current()
     if config is None:
         raise ConfigError(f"{what} finds its data in MODEL_DATA_DIR, but no theanompi session is running in this "
                           "process; construct it in a ModelClass started by a session with MODEL_DATA_DIR=<dir> in "
                           "its cfg (or model_options={'data_dir': ...}), or call "
-                          "theanompi.rank_context.set_current(WorkerConfig(...)) first")
+                          "theanompi.models.current_config.set_current(WorkerConfig(...)) first")
     return config
 
 
@@ -88,13 +88,13 @@ def session_data_dir(what: str) -> Path:
 
     Example
     -------
-    >>> from theanompi.contract import WorkerConfig
-    >>> rank_context.set_current(WorkerConfig(rank=0, size=1, seed=0, device="cpu"))
+    >>> from theanompi.models.contract import WorkerConfig
+    >>> current_config.set_current(WorkerConfig(rank=0, size=1, seed=0, device="cpu"))
     >>> session_data_dir("MNIST_data")
     Traceback (most recent call last):
     ...
-    theanompi.errors.ConfigError: MNIST_data finds its data in MODEL_DATA_DIR: set MODEL_DATA_DIR=<dir> in ...
-    >>> rank_context.set_current(None)
+    theanompi.core.errors.ConfigError: MNIST_data finds its data in MODEL_DATA_DIR: set MODEL_DATA_DIR=<dir> in ...
+    >>> current_config.set_current(None)
     """
     config = session_config(what)
     value = (config.model_options or {}).get("data_dir")
@@ -115,19 +115,19 @@ def session_rng(stream: str) -> np.random.Generator:
 
     Example
     -------
-    >>> from theanompi.contract import WorkerConfig
-    >>> rank_context.set_current(WorkerConfig(rank=0, size=1, seed=5, device="cpu"))
+    >>> from theanompi.models.contract import WorkerConfig
+    >>> current_config.set_current(WorkerConfig(rank=0, size=1, seed=5, device="cpu"))
     >>> a = session_rng("crop").integers(100, size=3)
-    >>> rank_context.set_current(WorkerConfig(rank=0, size=1, seed=5, device="cpu"))   # a new session
+    >>> current_config.set_current(WorkerConfig(rank=0, size=1, seed=5, device="cpu"))   # a new session
     >>> bool((session_rng("crop").integers(100, size=3) == a).all())
     True
-    >>> rank_context.set_current(None)
+    >>> current_config.set_current(None)
     """
-    config = rank_context.current()
+    config = current_config.current()
     if config is None:
         raise ConfigError(f"random {stream} draws from the session's SEED, but no theanompi session is running in "
                           "this process; pass rng=np.random.default_rng(...) or call "
-                          "theanompi.rank_context.set_current(WorkerConfig(...)) first")
+                          "theanompi.models.current_config.set_current(WorkerConfig(...)) first")
     owner, rng = _session_rngs.get(stream, (None, None))
     if owner is not config:
         key = [int(config.seed), int(config.rank)] + [ord(ch) for ch in stream]

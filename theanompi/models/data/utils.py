@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from theanompi.errors import ConfigError
+from theanompi.core.errors import ConfigError
 from theanompi.models.data.cifar10 import safe_unpickle
 from theanompi.models.data.theanompi_api import session_rng
 
@@ -23,7 +23,7 @@ def unpickle(path) -> object:
     """A CIFAR-10 batch file (Python 2 or 3 pickle) as a dict with str keys, read by the restricted unpickler.
 
     Only numpy arrays, numbers, strings and containers can be built: a file naming
-    any other global raises :class:`~theanompi.safe_io.UnsafeFileError` before
+    any other global raises :class:`~theanompi.core.safe_io.UnsafeFileError` before
     anything runs. Top-level ``bytes`` keys (Python 2's) become ``str``; the values
     are as stored (``batch_label``, ``filenames`` stay bytes for Python 2 files).
 

@@ -1,4 +1,4 @@
-"""2-D convolution layer on :func:`theanompi.models.ops.conv2d` (NCHW input, OIHW filters).
+"""2-D convolution layer on :func:`theanompi.backend.ops.conv2d` (NCHW input, OIHW filters).
 
 ``flip_filters`` defaults to False here (cross-correlation, like the op, cuDNN
 and PyTorch); Lasagne's default is True (a true convolution). For a network
@@ -20,9 +20,9 @@ import numbers
 
 import pytensor.tensor as pt
 
+from theanompi.backend.ops import Conv2dGradInputs, conv2d
 from theanompi.models.layers import init, nonlinearities
 from theanompi.models.layers.base import Layer
-from theanompi.models.ops import Conv2dGradInputs, conv2d
 
 __all__ = ["Conv2DLayer", "Deconv2DLayer", "TransposedConv2DLayer", "conv_input_length", "conv_output_length"]
 
@@ -207,8 +207,8 @@ class Conv2DLayer(Layer):
 class TransposedConv2DLayer(Layer):
     """Transposed 2-D convolution ("deconvolution"): the gradient of a convolution with respect to its input.
 
-    The output is what :func:`~theanompi.models.ops.conv2d`'s input gradient
-    (:class:`~theanompi.models.ops.Conv2dGradInputs`) gives for the layer's
+    The output is what :func:`~theanompi.backend.ops.conv2d`'s input gradient
+    (:class:`~theanompi.backend.ops.Conv2dGradInputs`) gives for the layer's
     input as output gradient: each input pixel scatters ``W[c]`` (scaled by
     its value) into a ``stride``-spaced window of the output, the outer
     ``crop`` rows/columns are cut off, then ``b`` and ``nonlinearity`` apply.

@@ -90,8 +90,8 @@ class BatchNormLayer(Layer):
     ``deterministic``), ``batch_norm_update_averages`` (default: not
     ``deterministic``) and ``batch_norm_fused`` (default True: with ``axes``
     all but axis 1 — the 'auto' axes — the output is computed by a fused C op,
-    :func:`~theanompi.models.ops.batch_norm_train` with the batch's statistics,
-    :func:`~theanompi.models.ops.batch_norm_infer` with the running averages;
+    :func:`~theanompi.backend.ops.batch_norm_train` with the batch's statistics,
+    :func:`~theanompi.backend.ops.batch_norm_infer` with the running averages;
     False builds the same formula from generic pytensor ops).
 
     Example
@@ -187,14 +187,14 @@ class BatchNormLayer(Layer):
 
     def _fused_inference_output(self, input):
         """Output with the running averages through the fused op (one C pass)."""
-        from theanompi.models.ops import batch_norm_infer
+        from theanompi.backend.ops import batch_norm_infer
 
         gamma, beta = self._gamma_beta(input)
         return batch_norm_infer(input, gamma, beta, pt.cast(self.mean, input.dtype), pt.cast(self.inv_std, input.dtype))
 
     def _fused_output(self, input, update_averages: bool):
         """Training output through the fused op (one C pass forward, one backward)."""
-        from theanompi.models.ops import batch_norm_train
+        from theanompi.backend.ops import batch_norm_train
 
         dtype = input.dtype
         gamma, beta = self._gamma_beta(input)

@@ -1,4 +1,4 @@
-"""Pooling layers on :func:`theanompi.models.ops.max_pool2d` / ``avg_pool2d``.
+"""Pooling layers on :func:`theanompi.backend.ops.max_pool2d` / ``avg_pool2d``.
 
 ``ignore_border=True`` (the default): the output length is
 ``(size + 2*pad - pool_size) // stride + 1`` and ``pad`` may be at most half
@@ -23,9 +23,9 @@ from __future__ import annotations
 import numpy as np
 import pytensor.tensor as pt
 
+from theanompi.backend.ops import avg_pool2d, max_pool2d
 from theanompi.models.layers.base import Layer
 from theanompi.models.layers.conv import _int_pair
-from theanompi.models.ops import avg_pool2d, max_pool2d
 
 __all__ = ["GlobalPoolLayer", "MaxPool2DLayer", "Pool2DLayer", "pool_output_length"]
 

@@ -19,8 +19,8 @@ Module-level state, as in Theano-MPI:
 * importing this module sets ``pytensor.config.on_unused_input = 'warn'``, because Theano-MPI's model
   files compile functions whose inputs (``subb_ind``, ``lr``) are not always used.
 
-What differs from Theano-MPI: convolutions run on :func:`theanompi.models.ops.conv2d` (CPU, BLAS) instead
-of cuDNN, pooling on :mod:`theanompi.models.ops` pooling, random crops and dropout masks on pytensor
+What differs from Theano-MPI: convolutions run on :func:`theanompi.backend.ops.conv2d` (CPU, BLAS) instead
+of cuDNN, pooling on :mod:`theanompi.backend.ops` pooling, random crops and dropout masks on pytensor
 shared generators seeded per rank (see :mod:`.base`); ``BatchNormal`` (a stub in Theano-MPI) raises.
 
 Example
@@ -45,7 +45,7 @@ from theanompi.models.layers2.base import Layer
 from theanompi.models.layers2.basic import Crop, Dimshuffle, Dropout, Flatten, Subtract
 from theanompi.models.layers2.conv import Conv, ConvPoolLRN, ConvPoolLRN_bc01, Pool
 from theanompi.models.layers2.dense import FC, Softmax
-from theanompi.models.layers2.helpers import count_params, extract_weight_types, get_layers, get_params
+from theanompi.models.layers2.network import count_params, extract_weight_types, get_layers, get_params
 from theanompi.models.layers2.normalization import LRN, BatchNormal, CrossChannelNormalization
 from theanompi.models.layers2.weights import (
     Constant,

@@ -7,7 +7,7 @@ which evaluates the shape of the graph on zeros (as Theano-MPI did for every lay
 
 Random layers (:class:`~theanompi.models.layers2.Crop`, :class:`~theanompi.models.layers2.Dropout`) draw
 from :func:`layer_rng`: a pytensor shared generator seeded from the session (``seed`` and ``rank`` of
-:func:`theanompi.rank_context.current`) and the layer's creation index, advanced after every call of a
+:func:`theanompi.models.current_config.current`) and the layer's creation index, advanced after every call of a
 compiled function.
 
 Example
@@ -33,7 +33,7 @@ import pytensor
 import pytensor.tensor as pt
 from pytensor.graph.replace import graph_replace
 
-from theanompi import rank_context
+from theanompi.models import current_config
 from theanompi.models.layers.base import set_state_update
 
 __all__ = ["Layer", "layer_rng", "draw_uniform"]
@@ -108,7 +108,7 @@ class Layer:
 def layer_rng(name: str):
     """A new shared random generator for one layer, seeded by session seed, rank and creation index.
 
-    Outside a session (no :func:`theanompi.rank_context.current`) the seed is ``layers2.seed_this``
+    Outside a session (no :func:`theanompi.models.current_config.current`) the seed is ``layers2.seed_this``
     and the rank 0. The generator is advanced by every compiled function that uses it.
 
     Example
@@ -117,7 +117,7 @@ def layer_rng(name: str):
     >>> type(r).__name__
     'RandomGeneratorSharedVariable'
     """
-    config = rank_context.current()
+    config = current_config.current()
     if config is not None:
         seed, rank = int(config.seed) % 2**32, int(config.rank)
     else:

@@ -1,7 +1,7 @@
 """Convolution and pooling layers: :class:`Conv`, :class:`Pool` (bc01), :class:`ConvPoolLRN` (c01b, AlexNet)
 and :class:`ConvPoolLRN_bc01` (GoogLeNet's stem).
 
-Convolutions run on :func:`theanompi.models.ops.conv2d` and compute a true convolution (filters flipped), like
+Convolutions run on :func:`theanompi.backend.ops.conv2d` and compute a true convolution (filters flipped), like
 cuDNN's default ``conv_mode='conv'`` that Theano-MPI used, so weights saved by Theano-MPI load unchanged. The
 ``lib_conv`` argument ('cudnn', 'corrmm', 'cudaconvnet') selects no library here; it only keeps
 Theano-MPI's pooling border rule: ``'corrmm'`` pools with partial windows at the bottom/right border
@@ -25,11 +25,11 @@ import numbers
 import numpy as np
 import pytensor.tensor as pt
 
+from theanompi.backend.ops import avg_pool2d, conv2d, max_pool2d
+from theanompi.backend.ops._common import normalize_pair, out_length
 from theanompi.models.layers2.base import Layer
 from theanompi.models.layers2.normalization import CrossChannelNormalization
 from theanompi.models.layers2.weights import Constant, Normal
-from theanompi.models.ops import avg_pool2d, conv2d, max_pool2d
-from theanompi.models.ops._common import normalize_pair, out_length
 
 __all__ = ["Conv", "ConvPoolLRN", "ConvPoolLRN_bc01", "Pool", "conv_relu", "pool_bc01"]
 

@@ -62,10 +62,10 @@ from typing import Any
 import numpy as np
 import pytensor
 
-from theanompi.errors import ConfigError
+from theanompi.core.errors import ConfigError
+from theanompi.core.options import predicate_parser
 from theanompi.models.base import ClassifierModel
 from theanompi.models.data.base import DataClass
-from theanompi.options import predicate_parser
 
 #: MODELCLASS -> MODELFILE of every zoo model.
 MODELS = {
@@ -83,7 +83,7 @@ DATA_KINDS = ("digits", "cifar10", "synthetic", "hickle")
 MEAN_FILES = ("img_mean.npy", "mean.npy", "misc/img_mean.npy", "img_mean.hkl", "mean.hkl")
 
 
-# ----- option parsers (name -> parser raising InvalidValue: theanompi.options' one style) -------
+# ----- option parsers (name -> parser raising InvalidValue: theanompi.core.options' one style) -------
 def is_int(v, minimum: int = 0) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= minimum
 
@@ -265,7 +265,7 @@ class ImageClassifier(ClassifierModel):
     ...     data_choices = ("digits", "synthetic")
     ...     def build_layers(self, net):
     ...         return L.DenseLayer(net, self.n_outputs, nonlinearity=None)
-    >>> from theanompi.contract import WorkerConfig
+    >>> from theanompi.models.contract import WorkerConfig
     >>> m = Linear(WorkerConfig(rank=0, size=1, seed=0, device="cpu0"))
     >>> [p.name for p in m.params], m.data.input_shape
     (['W', 'b'], (1, 8, 8))
@@ -374,7 +374,7 @@ def rank_dropout(incoming, p: float, config, index: int):
 
     Example
     -------
-    >>> from theanompi.contract import WorkerConfig
+    >>> from theanompi.models.contract import WorkerConfig
     >>> a = rank_dropout((None, 4), 0.5, WorkerConfig(rank=0, size=2, seed=0, device="cpu0"), 1)
     >>> b = rank_dropout((None, 4), 0.5, WorkerConfig(rank=1, size=2, seed=0, device="cpu1"), 1)
     >>> a._seed != b._seed

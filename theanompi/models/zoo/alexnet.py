@@ -40,7 +40,7 @@ Example
 -------
 Small: synthetic 3x32x32 images, 5 classes, narrow layers.
 
->>> from theanompi.contract import WorkerConfig
+>>> from theanompi.models.contract import WorkerConfig
 >>> opts = {"data": "synthetic", "input_size": 32, "n_classes": 5, "widths": "8,8,8,8,8", "fc_width": 16}
 >>> m = AlexNet(WorkerConfig(rank=0, size=1, seed=0, device="cpu0", model_options=opts))
 >>> L.get_output_shape(m.network), m.stem
@@ -50,9 +50,9 @@ Small: synthetic 3x32x32 images, 5 classes, narrow layers.
 from __future__ import annotations
 
 import theanompi.models.layers as L
-from theanompi.errors import ConfigError
+from theanompi.core.errors import ConfigError
+from theanompi.core.options import predicate_parser
 from theanompi.models.zoo import ImageClassifier, choice_check, int_list_check, is_int, is_number, parse_int_list
-from theanompi.options import predicate_parser
 
 
 class AlexNet(ImageClassifier):

@@ -26,7 +26,7 @@ cfg to run it on CIFAR-10 (the unpacked ``cifar-10-python.tar.gz``)::
 
 Example
 -------
->>> from theanompi.contract import WorkerConfig
+>>> from theanompi.models.contract import WorkerConfig
 >>> m = CifarCNN(WorkerConfig(rank=0, size=1, seed=0, device="cpu0", model_options={"data": "digits"}))
 >>> [p.name for p in m.params]
 ['conv1.W', 'conv1.b', 'conv2.W', 'conv2.b', 'fc.W', 'fc.b']

@@ -26,7 +26,7 @@ cfg::
 
 Example
 -------
->>> from theanompi.contract import WorkerConfig
+>>> from theanompi.models.contract import WorkerConfig
 >>> m = LSTMClassifier(WorkerConfig(rank=0, size=1, seed=0, device="cpu0", model_options={"num_units": 16}))
 >>> m.data.input_shape, L.get_output_shape(m.network)
 ((8, 8), (None, 10))
@@ -39,10 +39,10 @@ from typing import Any
 import pytensor
 
 import theanompi.models.layers as L
-from theanompi.errors import ConfigError
+from theanompi.core.errors import ConfigError
+from theanompi.core.options import predicate_parser
 from theanompi.models.base import ClassifierModel
 from theanompi.models.zoo import ImageClassifier, choice_check, is_int, is_number, subset
-from theanompi.options import predicate_parser
 
 
 class LSTMClassifier(ImageClassifier):

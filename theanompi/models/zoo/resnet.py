@@ -46,7 +46,7 @@ cfg to run ResNet-32 on CIFAR-10 (the paper's recipe: 164 epochs, global batch
 
 Example
 -------
->>> from theanompi.contract import WorkerConfig
+>>> from theanompi.models.contract import WorkerConfig
 >>> cfg = WorkerConfig(rank=0, size=1, seed=0, device="cpu0", model_options={"data": "synthetic"})
 >>> ResNet32(cfg).n_params
 464154
@@ -58,9 +58,9 @@ import numpy as np
 import pytensor.tensor as pt
 
 import theanompi.models.layers as L
-from theanompi.errors import ConfigError
+from theanompi.core.errors import ConfigError
+from theanompi.core.options import predicate_parser
 from theanompi.models.zoo import ImageClassifier, choice_check, is_int
-from theanompi.options import predicate_parser
 
 
 def _valid_depth(v) -> bool:

@@ -34,7 +34,7 @@ Example
 -------
 Small: VGG-11 on synthetic 3x32x32 images, narrow layers.
 
->>> from theanompi.contract import WorkerConfig
+>>> from theanompi.models.contract import WorkerConfig
 >>> opts = {"data": "synthetic", "input_size": 32, "n_classes": 4, "widths": "4,8,8,16,16", "fc_width": 16,
 ...         "depth": 11}
 >>> m = VGG(WorkerConfig(rank=0, size=1, seed=0, device="cpu0", model_options=opts))
@@ -45,9 +45,9 @@ Small: VGG-11 on synthetic 3x32x32 images, narrow layers.
 from __future__ import annotations
 
 import theanompi.models.layers as L
-from theanompi.errors import ConfigError
+from theanompi.core.errors import ConfigError
+from theanompi.core.options import predicate_parser
 from theanompi.models.zoo import ImageClassifier, choice_check, int_list_check, is_int, is_number, parse_int_list
-from theanompi.options import predicate_parser
 
 #: Convolutions per stage of each depth.
 CONFIGS = {11: (1, 1, 2, 2, 2), 13: (2, 2, 2, 2, 2), 16: (2, 2, 3, 3, 3), 19: (2, 2, 4, 4, 4)}

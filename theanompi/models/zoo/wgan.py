@@ -60,8 +60,8 @@ cfg::
 
 Example
 -------
->>> from theanompi.contract import WorkerConfig
->>> from theanompi.recorder import Recorder
+>>> from theanompi.models.contract import WorkerConfig
+>>> from theanompi.session.recorder import Recorder
 >>> gan = WGAN(WorkerConfig(rank=0, size=1, seed=0, device="cpu0",
 ...                        model_options={"critic_hidden": 16, "gen_hidden": 16}))
 >>> gan.compile_iter_fns("local"); gan.adjust_hyperp(0)
@@ -79,9 +79,9 @@ import pytensor.tensor as pt
 from pytensor.graph.replace import clone_replace
 
 import theanompi.models.layers as L
+from theanompi.core.options import predicate_parser
 from theanompi.models.base import ClassifierModel
 from theanompi.models.zoo import int_list_check, is_int, is_number, parse_int_list, subset
-from theanompi.options import predicate_parser
 
 
 class WGAN:

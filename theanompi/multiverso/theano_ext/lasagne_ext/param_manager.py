@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from theanompi.comm.fused_params import FusedParams
 from theanompi.multiverso.theano_ext.param_manager import MVModelParamManager
-from theanompi.params import FusedParams
 
 
 def params_of(network) -> list:

@@ -1,0 +1,180 @@
+"""JAX implementations of the conv/pool/batch-norm Ops for pytensor's JAX backend.
+
+:func:`register` adds them to ``pytensor.link.jax.dispatch.jax_funcify`` when
+that module imports (i.e. when jax is installed) and does nothing otherwise,
+so this package imports fine without jax. Gradient Ops use ``jax.vjp`` of the
+forward function, so they agree with JAX's own differentiation.
+
+Example
+-------
+>>> from theanompi.backend.ops import jax_dispatch
+>>> jax_dispatch.register() in (True, False)
+True
+"""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger(__name__)
+
+_registered = False
+
+
+def _lax_conv(stride, pad):
+    import jax
+
+    padding = [(pad[0], pad[0]), (pad[1], pad[1])]
+
+    def conv(x, w):
+        return jax.lax.conv_general_dilated(
+            x, w, window_strides=stride, padding=padding,
+            dimension_numbers=("NCHW", "OIHW", "NCHW"),
+        )
+
+    return conv
+
+
+def _lax_pool(pool_size, stride, pad, mode):
+    import jax
+    import jax.numpy as jnp
+
+    window = (1, 1, *pool_size)
+    strides = (1, 1, *stride)
+    padding = ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1]))
+
+    def pool(x):
+        # Python-scalar identities let JAX pick its differentiable monoid reducers
+        # (reduce_window_max / reduce_window_sum); an array init gives the generic,
+        # non-differentiable reduce_window.
+        if mode == "max":
+            return jax.lax.reduce_window(x, -float("inf"), jax.lax.max, window, strides, padding)
+        total = jax.lax.reduce_window(x, 0.0, jax.lax.add, window, strides, padding)
+        return total / jnp.array(pool_size[0] * pool_size[1], dtype=x.dtype)
+
+    return pool
+
+
+def _bn_forward(epsilon):
+    import jax.numpy as jnp
+
+    def batch_norm_train(x, gamma, beta):
+        axes = (0,) + tuple(range(2, x.ndim))
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        mean = jnp.mean(x, axis=axes)
+        inv_std = 1 / jnp.sqrt(jnp.var(x, axis=axes) + jnp.asarray(epsilon, x.dtype))
+        y = (x - mean.reshape(shape)) * (gamma * inv_std).reshape(shape) + beta.reshape(shape)
+        return y, mean, inv_std
+
+    return batch_norm_train
+
+
+def register() -> bool:
+    """Register the JAX implementations; return whether the JAX backend is available."""
+    global _registered
+    if _registered:
+        return True
+    try:
+        import jax
+        from pytensor.link.jax.dispatch import jax_funcify
+    except Exception as exc:  # ImportError without jax; anything else means a broken jax
+        log.debug("JAX dispatch for theanompi ops not registered: %s", exc)
+        return False
+
+    import jax.numpy as jnp
+
+    from theanompi.backend.ops.batch_norm import BatchNormInfer, BatchNormTrain, BatchNormTrainGrad
+    from theanompi.backend.ops.conv import (
+        Conv2d,
+        Conv2dGradBias,
+        Conv2dGradInputs,
+        Conv2dGradWeights,
+    )
+    from theanompi.backend.ops.momentum import MomentumSGD
+    from theanompi.backend.ops.pool import Pool2d, Pool2dGrad
+
+    @jax_funcify.register(Conv2d)
+    def _conv2d(op, **kwargs):
+        conv = _lax_conv(op.stride, op.pad)
+
+        def conv2d(x, w, *bias):
+            y = conv(x, w)
+            return y + bias[0][None, :, None, None] if bias else y
+
+        return conv2d
+
+    @jax_funcify.register(Conv2dGradBias)
+    def _conv2d_grad_bias(op, **kwargs):
+        def grad_bias(gy):
+            return jnp.sum(gy, axis=(0, 2, 3))
+
+        return grad_bias
+
+    @jax_funcify.register(Conv2dGradInputs)
+    def _conv2d_grad_inputs(op, **kwargs):
+        conv = _lax_conv(op.stride, op.pad)
+
+        def grad_inputs(x, w, gy):
+            return jax.vjp(lambda x_: conv(x_, w), x)[1](gy)[0]
+
+        return grad_inputs
+
+    @jax_funcify.register(Conv2dGradWeights)
+    def _conv2d_grad_weights(op, **kwargs):
+        conv = _lax_conv(op.stride, op.pad)
+
+        def grad_weights(x, w, gy):
+            return jax.vjp(lambda w_: conv(x, w_), w)[1](gy)[0]
+
+        return grad_weights
+
+    @jax_funcify.register(Pool2d)
+    def _pool2d(op, **kwargs):
+        return _lax_pool(op.pool_size, op.stride, op.pad, op.mode)
+
+    @jax_funcify.register(Pool2dGrad)
+    def _pool2d_grad(op, **kwargs):
+        pool = _lax_pool(op.pool_size, op.stride, op.pad, op.mode)
+
+        def pool_grad(x, gy):
+            return jax.vjp(pool, x)[1](gy)[0]
+
+        return pool_grad
+
+    @jax_funcify.register(BatchNormTrain)
+    def _batch_norm_train(op, **kwargs):
+        return _bn_forward(op.epsilon)
+
+    @jax_funcify.register(BatchNormTrainGrad)
+    def _batch_norm_train_grad(op, **kwargs):
+        forward = _bn_forward(op.epsilon)
+
+        def batch_norm_train_grad(x, gamma, mean, inv_std, gy):
+            # mean/inv_std are recomputed inside the vjp (same values): the cotangent goes through y only
+            _, pullback = jax.vjp(lambda x_, g_, b_: forward(x_, g_, b_)[0], x, gamma, jnp.zeros_like(gamma))
+            return pullback(gy)
+
+        return batch_norm_train_grad
+
+    @jax_funcify.register(BatchNormInfer)
+    def _batch_norm_infer(op, **kwargs):
+        def batch_norm_infer(x, gamma, beta, mean, inv_std):
+            shape = (1, -1) + (1,) * (x.ndim - 2)
+            scale = gamma * inv_std
+            return x * scale.reshape(shape) + (beta - mean * scale).reshape(shape)
+
+        return batch_norm_infer
+
+    @jax_funcify.register(MomentumSGD)
+    def _momentum_sgd(op, **kwargs):
+        n, mu = op.n, op.momentum
+
+        def momentum_sgd(lr, *tensors):
+            params, velocities, grads = tensors[:n], tensors[n:2 * n], tensors[2 * n:]
+            new_v = [(mu * v - lr.astype(v.dtype) * g).astype(v.dtype) for v, g in zip(velocities, grads)]
+            return tuple(p + v for p, v in zip(params, new_v)) + tuple(new_v)
+
+        return momentum_sgd
+
+    _registered = True
+    return True

@@ -1,0 +1,264 @@
+"""PyTensor configuration for theanompi processes.
+
+Call :func:`configure_pytensor` *before* ``import pytensor`` in a process. It
+
+* links a real BLAS (the ``scipy-openblas32`` wheel) into pytensor's C code by
+  renaming the wheel's prefixed symbols (``scipy_sgemm_`` ...) with ``-D`` macros,
+* selects the C backend (``mode=FAST_RUN``, ``linker=cvm``) instead of pytensor 3's
+  NUMBA default, which compiles for minutes in every process,
+* points every process at one compile cache (pytensor guards it with a file lock,
+  so concurrent ranks share it safely).
+
+The settings travel through a pytensorrc file named by ``PYTENSORRC``; values a
+user sets in ``PYTENSOR_FLAGS`` still win.
+
+``import theanompi`` runs :func:`ensure_pytensor_configured`, so the import order
+does not matter: when pytensor was imported first (with its own defaults), the
+settings the user did not choose are applied to the live ``pytensor.config``.
+It also picks OpenBLAS's kernels (:func:`choose_openblas_coretype`) and lets idle OpenMP and OpenBLAS
+threads sleep instead of spinning (:func:`choose_idle_thread_waiting`).
+
+Example
+-------
+>>> from theanompi.backend.pytensor_config import configure_pytensor
+>>> rc_path = configure_pytensor()      # doctest: +SKIP
+>>> import pytensor                      # doctest: +SKIP
+>>> pytensor.config.linker              # doctest: +SKIP
+'cvm'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sys
+from pathlib import Path
+
+from theanompi.core.safe_io import atomic_write_text
+
+log = logging.getLogger(__name__)
+
+#: BLAS routines pytensor's C code calls; each is mapped onto the wheel's prefixed name.
+BLAS_SYMBOLS = (
+    "sgemm dgemm sgemv dgemv sger dger sdot ddot saxpy daxpy scopy dcopy "
+    "sscal dscal sswap dswap ssymv dsymv ssyrk dsyrk strsm dtrsm"
+).split()
+
+
+def default_cache_dir() -> Path:
+    """The compile cache shared by all ranks and runs (``THEANOMPI_CACHE_DIR`` overrides)."""
+    env = os.environ.get("THEANOMPI_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "theanompi"
+
+
+def blas_ldflags() -> str:
+    """Linker and macro flags that make pytensor's C code call scipy-openblas32.
+
+    Returns an empty string (pytensor then falls back to NumPy's C-API BLAS,
+    correct but slow) when the wheel is not installed.
+    """
+    try:
+        import scipy_openblas32
+    except ImportError:
+        log.warning("scipy-openblas32 is not installed; pytensor will use slow NumPy BLAS")
+        return ""
+    libdir = scipy_openblas32.get_lib_dir()
+    lib = scipy_openblas32.get_library()
+    renames = " ".join(f"-D{sym}_=scipy_{sym}_" for sym in BLAS_SYMBOLS)
+    return f"-L{libdir} -l{lib} -Wl,-rpath,{libdir} {renames}"
+
+
+def pytensorrc_text(cache_dir: Path, floatx: str = "float32") -> str:
+    """The pytensorrc contents :func:`configure_pytensor` installs."""
+    return (
+        "[global]\n"
+        "mode = FAST_RUN\n"
+        "linker = cvm\n"
+        f"floatX = {floatx}\n"
+        f"base_compiledir = {cache_dir / 'pytensor'}\n"
+        "[blas]\n"
+        f"ldflags = {blas_ldflags()}\n"
+    )
+
+
+#: OpenBLAS kernel family for CPUs whose AVX-512 the OS really enables (ours are faster than the Haswell
+#: kernels OpenBLAS falls back to on some AVX-512 CPUs, e.g. AMD Zen 4).
+AVX512_CORETYPE = "SkylakeX"
+AVX512_FEATURES = ("AVX512F", "AVX512CD", "AVX512BW", "AVX512DQ", "AVX512VL")
+
+
+#: Who chose this process's OPENBLAS_CORETYPE (set by :func:`ensure_pytensor_configured`).
+_CORETYPE_CHOICE: dict[str, str] = {}
+
+#: How idle threads of the two pools a CPU step uses wait for work: asleep, not spinning. Our ops share
+#: images out over OpenMP threads while GEMMs run in OpenBLAS's own threads; an idle thread of one pool
+#: that spins (libgomp's default spin, OpenBLAS's ~2**28-cycle busy wait after every call) takes a core
+#: from the other pool's working thread. Measured on a 2-core VM (benchmarks/cnn_step_vs_torch.py):
+#: both settings together cut the CPU time of a CNN step by ~45 %.
+IDLE_THREAD_SETTINGS = {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_THREAD_TIMEOUT": "4"}
+
+
+def usable_cpu_features() -> dict[str, bool]:
+    """NumPy's view of the CPU: instruction sets the CPU reports *and* the OS enables."""
+    from numpy._core._multiarray_umath import __cpu_features__
+
+    return dict(__cpu_features__)
+
+
+def choose_openblas_coretype(environ=os.environ, features: dict[str, bool] | None = None) -> tuple[str | None, str]:
+    """Set ``OPENBLAS_CORETYPE`` for this CPU unless the user set it; return (value, who chose it).
+
+    Only AVX-512 CPUs get a forced choice (:data:`AVX512_CORETYPE`); elsewhere
+    OpenBLAS's own detection stands (value None). AVX-512 kernels on a machine
+    whose OS hides AVX-512 would die with SIGILL, hence NumPy's OS-aware feature
+    check rather than ``/proc/cpuinfo``. Takes effect only if OpenBLAS is not
+    loaded yet (it reads the variable once, when loaded).
+
+    >>> env = {}
+    >>> choose_openblas_coretype(env, features={name: True for name in AVX512_FEATURES})
+    ('SkylakeX', 'theanompi')
+    >>> env
+    {'OPENBLAS_CORETYPE': 'SkylakeX'}
+    >>> choose_openblas_coretype({"OPENBLAS_CORETYPE": "Haswell"}, features={})
+    ('Haswell', 'user')
+    >>> choose_openblas_coretype({}, features={"AVX512F": False})
+    (None, 'openblas')
+    """
+    if environ.get("OPENBLAS_CORETYPE"):
+        return environ["OPENBLAS_CORETYPE"], "user"
+    features = usable_cpu_features() if features is None else features
+    if all(features.get(name, False) for name in AVX512_FEATURES):
+        environ["OPENBLAS_CORETYPE"] = AVX512_CORETYPE
+        return AVX512_CORETYPE, "theanompi"
+    return None, "openblas"
+
+
+def choose_idle_thread_waiting(environ=os.environ) -> dict[str, str]:
+    """Let idle OpenMP and OpenBLAS threads sleep (:data:`IDLE_THREAD_SETTINGS`); return what was set.
+
+    A variable the user defined, even empty, is left alone. Takes effect only for a
+    library not loaded yet (libgomp and OpenBLAS read them once, when loaded).
+
+    >>> env = {"OMP_WAIT_POLICY": "ACTIVE"}
+    >>> choose_idle_thread_waiting(env)
+    {'OPENBLAS_THREAD_TIMEOUT': '4'}
+    >>> env["OMP_WAIT_POLICY"]
+    'ACTIVE'
+    """
+    chosen = {name: value for name, value in IDLE_THREAD_SETTINGS.items() if name not in environ}
+    environ.update(chosen)
+    return chosen
+
+
+def openblas_corename() -> str | None:
+    """The kernel family the BLAS pytensor links against runs with (loads it), or None without the wheel."""
+    try:
+        import ctypes
+
+        import scipy_openblas32
+    except ImportError:
+        return None
+    libdir = Path(scipy_openblas32.get_lib_dir())
+    library = ctypes.CDLL(str(libdir / f"lib{scipy_openblas32.get_library()}.so"))
+    corename = library.scipy_openblas_get_corename
+    corename.restype = ctypes.c_char_p
+    return corename().decode()
+
+
+def blas_report() -> dict[str, str | None]:
+    """What BLAS this process computes with: ``OPENBLAS_CORETYPE``, who chose it, the kernels OpenBLAS runs.
+
+    >>> sorted(blas_report())
+    ['chosen_by', 'corename', 'coretype', 'omp_wait_policy', 'openblas_thread_timeout']
+    """
+    coretype = os.environ.get("OPENBLAS_CORETYPE")
+    chosen_by = _CORETYPE_CHOICE.get("chosen_by") or ("user" if coretype else "openblas")
+    return {"coretype": coretype, "chosen_by": chosen_by, "corename": openblas_corename(),
+            **{name.lower(): os.environ.get(name) for name in IDLE_THREAD_SETTINGS}}
+
+
+def configure_pytensor(cache_dir: Path | None = None, floatx: str = "float32") -> Path:
+    """Write (once) and select the pytensorrc for this process; return its path.
+
+    Must run before pytensor is imported; raises RuntimeError otherwise, because
+    pytensor reads its configuration only at import.
+    """
+    if "pytensor" in sys.modules:
+        raise RuntimeError("configure_pytensor() must be called before 'import pytensor'")
+    rc_path = write_pytensorrc(cache_dir, floatx)
+    os.environ["PYTENSORRC"] = str(rc_path)
+    return rc_path
+
+
+def live_settings(floatx: str = "float32") -> dict[str, str]:
+    """The settings of our pytensorrc that :func:`ensure_pytensor_configured` applies to a live pytensor."""
+    return {"mode": "FAST_RUN", "linker": "cvm", "floatX": floatx, "blas__ldflags": blas_ldflags()}
+
+
+def _user_set(config, name: str) -> bool:
+    """Whether PYTENSOR_FLAGS or a pytensorrc names ``name`` (without evaluating its default)."""
+    param = config._config_var_dict[name]
+    if hasattr(param, "val"):
+        return not param.is_default  # pytensor drops a flag from its table once applied
+    try:
+        config.fetch_val_for_key(name)
+    except KeyError:
+        return False
+    return True
+
+
+def ensure_pytensor_configured(cache_dir: Path | None = None, floatx: str = "float32") -> list[str]:
+    """Give this process theanompi's pytensor configuration, whatever the import order.
+
+    Before ``import pytensor`` this is :func:`configure_pytensor`. After it, each
+    setting of :func:`live_settings` that the user did not set (through
+    ``PYTENSOR_FLAGS`` or a pytensorrc) is changed on the live
+    ``pytensor.config`` (all four may change at run time), and the compile
+    directory too while pytensor has not used it yet. Returns the names of the
+    settings changed on a live pytensor (empty before import). Raises
+    RuntimeError with the fix when a setting cannot be applied.
+    """
+    value, chosen_by = choose_openblas_coretype()
+    _CORETYPE_CHOICE["chosen_by"] = chosen_by
+    choose_idle_thread_waiting()
+    if value is not None:
+        log.info("OPENBLAS_CORETYPE=%s (chosen by %s)", value, chosen_by)
+    if "pytensor" not in sys.modules:
+        configure_pytensor(cache_dir, floatx)
+        return []
+    os.environ["PYTENSORRC"] = str(write_pytensorrc(cache_dir, floatx))  # for child processes
+    from pytensor import config
+
+    changed = []
+    for name, wanted in live_settings(floatx).items():
+        already_ours = hasattr(config._config_var_dict[name], "val") and getattr(config, name) == wanted
+        if _user_set(config, name) or already_ours:
+            continue  # the user's own choice, or already ours
+        try:
+            setattr(config, name, wanted)
+        except Exception as err:  # pytensor raises a bare Exception for frozen settings
+            raise RuntimeError(
+                f"pytensor was imported before theanompi and its {name} cannot be changed any more ({err}); "
+                "import theanompi before pytensor"
+            ) from None
+        changed.append(name)
+    compiledir = config._config_var_dict["compiledir"]
+    if not hasattr(compiledir, "val") and not (_user_set(config, "compiledir") or _user_set(config, "base_compiledir")):
+        base = Path(cache_dir or default_cache_dir()) / "pytensor"
+        config.compiledir = base / Path(compiledir.default()).name  # same sub-directory name, our shared root
+        changed.append("compiledir")
+    if changed:
+        log.info("pytensor was imported before theanompi; set %s on the live pytensor.config", ", ".join(changed))
+    return changed
+
+
+def write_pytensorrc(cache_dir: Path | None = None, floatx: str = "float32") -> Path:
+    """Write (once) the pytensorrc of :func:`pytensorrc_text` into the cache directory; return its path."""
+    cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    text = pytensorrc_text(cache_dir, floatx)
+    rc_path = cache_dir / f"pytensorrc-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
+    if not rc_path.exists():
+        atomic_write_text(rc_path, text)  # concurrent ranks write the same text
+    return rc_path

@@ -1,0 +1,78 @@
+"""Exchangers: one interface (:class:`Exchanger`), one module per transport.
+
+``make_exchanger(strategy, comm)`` picks the transport by Theano-MPI's strategy
+names (BSP_EXCH_STRATEGY):
+
+========  =======  ==========================================================
+strategy  buffers  how
+========  =======  ==========================================================
+ar        host     MPI allreduce (``mpi.py``)
+ar16      host     fp16 on the wire, fp32 accumulation, over MPI (``fp16.py``)
+nccl32    GPU      NCCL allreduce of one fused buffer (``nccl.py``)
+nccl16    GPU      fp16 on the wire, fp32 accumulation, over NCCL send/recv
+cudampi   GPU      MPI on device buffers; host-staged if MPI is not CUDA-aware
+========  =======  ==========================================================
+
+An exchanger's ``memory`` ("host" or "device") tells a rule where its fused
+buffer must live (``theanompi.comm.fused_params.FusedParams(..., where=...)``).
+
+Example
+-------
+>>> from theanompi.core.devices import parse_devices
+>>> check_strategy("ar16", parse_devices("cpu0,cpu1"))
+>>> check_strategy("nccl32", parse_devices("cpu0"))
+Traceback (most recent call last):
+...
+theanompi.core.errors.ConfigError: BSP_EXCH_STRATEGY='nccl32' exchanges GPU buffers and needs cuda devices; ...
+"""
+
+from __future__ import annotations
+
+from theanompi.comm.exchange.base import Exchanger
+from theanompi.core.errors import ConfigError
+from theanompi.core.session_options import GPU_EXCH_STRATEGIES, HOST_EXCH_STRATEGIES
+
+# the strategies' names are BSP_EXCH_STRATEGY's values in the option table; make_exchanger implements each
+HOST_STRATEGIES = HOST_EXCH_STRATEGIES
+GPU_STRATEGIES = GPU_EXCH_STRATEGIES
+STRATEGIES = HOST_STRATEGIES + GPU_STRATEGIES
+
+
+def check_strategy(strategy: str, devices) -> None:
+    """ConfigError if ``strategy`` cannot move buffers between ``devices`` (or its libraries are missing here)."""
+    if strategy in GPU_STRATEGIES and not all(d.is_cuda for d in devices):
+        raise ConfigError(
+            f"BSP_EXCH_STRATEGY={strategy!r} exchanges GPU buffers and needs cuda devices; "
+            f"with cpu devices use: {', '.join(HOST_STRATEGIES)}"
+        )
+    if strategy in GPU_STRATEGIES and any(d.is_local for d in devices):
+        from theanompi.comm.exchange.nccl import require_cupy
+
+        require_cupy(strategy, nccl=strategy.startswith("nccl"))
+
+
+def make_exchanger(strategy: str, comm) -> Exchanger:
+    """The exchanger for ``strategy`` over the mpi4py communicator ``comm`` (collective)."""
+    if strategy == "ar":
+        from theanompi.comm.exchange.mpi import MPIExchanger
+
+        return MPIExchanger(comm)
+    if strategy in ("ar16", "nccl16"):
+        from theanompi.comm.exchange.fp16 import Fp16Exchanger
+
+        if strategy == "ar16":
+            from theanompi.comm.exchange.transport import MPITransport
+
+            return Fp16Exchanger(MPITransport(comm))
+        from theanompi.comm.exchange.nccl import NcclTransport
+
+        return Fp16Exchanger(NcclTransport(comm, strategy))
+    if strategy == "nccl32":
+        from theanompi.comm.exchange.nccl import Nccl32Exchanger
+
+        return Nccl32Exchanger(comm)
+    if strategy == "cudampi":
+        from theanompi.comm.exchange.cudampi import CudaMPIExchanger
+
+        return CudaMPIExchanger(comm)
+    raise ConfigError(f"BSP_EXCH_STRATEGY={strategy!r} is not available; use one of: {', '.join(STRATEGIES)}")

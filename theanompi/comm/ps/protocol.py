@@ -1,0 +1,52 @@
+"""Wire format between parameter-server clients and servers (MPI point-to-point, buffer interface).
+
+A request is a fixed int64 header (tag REQUEST) followed, from the same source, by
+its payload messages (tag PAYLOAD, in order; MPI keeps their order). A reply is a
+header (tag REPLY) and, for GET, the data. Tables are 2-D (rows x cols); an array
+table is (size, 1). Rows are sharded contiguously over the servers.
+
+BARRIER is answered once every client has sent it. A server handles one
+client's requests in the order sent, so the answer also proves that every
+request the clients sent before their BARRIER has been applied.
+
+Example
+-------
+>>> shard_bounds(10, 3)
+[(0, 4), (4, 7), (7, 10)]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+TAG_REQUEST, TAG_PAYLOAD, TAG_REPLY = 7001, 7002, 7003
+HEADER_LEN = 8
+
+# operations
+CREATE, SET, ADD, GET, STATS, DONE, BARRIER = range(1, 8)
+# reply status
+OK, ERROR = 0, 1
+# header flags
+FLAG_ACK = 1  # the client waits for an acknowledgement (add(..., sync=True), set, create; DONE: when all are done)
+
+#: a table's dtype and updater travel as their index in DTYPES and in theanompi.comm.ps.updaters.UPDATERS
+DTYPES = ("float32", "float64", "int32", "int64")
+
+
+def header(op: int, table: int = 0, n_rows: int = -1, version: int = 0, flags: int = 0, *extra: int) -> np.ndarray:
+    """A request/reply header: [op/status, table, n_rows (-1: all rows), version, flags, extra...]."""
+    h = np.zeros(HEADER_LEN, dtype=np.int64)
+    values = (op, table, n_rows, version, flags) + tuple(extra)
+    h[: len(values)] = values
+    return h
+
+
+def shard_bounds(num_row: int, n_servers: int) -> list[tuple[int, int]]:
+    """Contiguous [start, stop) row ranges of each server (the first ones get the remainder)."""
+    base, extra = divmod(num_row, n_servers)
+    bounds, start = [], 0
+    for s in range(n_servers):
+        stop = start + base + (1 if s < extra else 0)
+        bounds.append((start, stop))
+        start = stop
+    return bounds

@@ -1,0 +1,85 @@
+"""Server-side updaters: how a pushed delta changes a table. Their state persists across pushes.
+
+| name       | rule (d = pushed delta)                                   |
+|------------|-----------------------------------------------------------|
+| add        | w <- w + d                                                |
+| sgd        | w <- w - lr * d                                           |
+| momentum   | v <- mu * v + d;  w <- w - lr * v                         |
+| adagrad    | h <- h + d**2;    w <- w - lr * d / (sqrt(h) + eps)       |
+
+Example
+-------
+>>> import numpy as np
+>>> w = np.zeros((2, 1)); up = make_updater("momentum", w.shape, w.dtype, lr=1.0, momentum=0.5)
+>>> up.apply(w, np.ones((2, 1))); up.apply(w, np.ones((2, 1))); w.ravel()
+array([-2.5, -2.5])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from theanompi.core.errors import ConfigError
+from theanompi.core.session_options import UPDATER_NAMES
+
+UPDATERS = UPDATER_NAMES  # ASGD_UPDATER's values in the option table; make_updater implements each
+
+
+class Updater:
+    """Applies deltas to (rows of) a 2-D table in place."""
+
+    def __init__(self, shape, dtype, lr: float = 0.1, momentum: float = 0.9, eps: float = 1e-8):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        self.lr, self.momentum, self.eps = lr, momentum, eps
+
+    def step(self, values: np.ndarray, delta: np.ndarray, rows) -> np.ndarray:
+        """New values of the addressed rows (``rows`` is a slice or an index array)."""
+        raise NotImplementedError
+
+    def apply(self, table: np.ndarray, delta: np.ndarray, rows=None) -> None:
+        rows = slice(None) if rows is None else rows
+        table[rows] = self.step(table[rows], delta, rows)
+
+
+class AddUpdater(Updater):
+    def step(self, values, delta, rows):
+        return values + delta
+
+
+class SGDUpdater(Updater):
+    def step(self, values, delta, rows):
+        return values - self.lr * delta
+
+
+class MomentumUpdater(Updater):
+    def __init__(self, shape, dtype, **kw):
+        super().__init__(shape, dtype, **kw)
+        self.velocity = np.zeros(self.shape, self.dtype)
+
+    def step(self, values, delta, rows):
+        v = self.momentum * self.velocity[rows] + delta
+        self.velocity[rows] = v
+        return values - self.lr * v
+
+
+class AdagradUpdater(Updater):
+    def __init__(self, shape, dtype, **kw):
+        super().__init__(shape, dtype, **kw)
+        self.sum_sq = np.zeros(self.shape, self.dtype)
+
+    def step(self, values, delta, rows):
+        h = self.sum_sq[rows] + delta * delta
+        self.sum_sq[rows] = h
+        return values - self.lr * delta / (np.sqrt(h) + self.eps)
+
+
+_CLASSES = {"add": AddUpdater, "sgd": SGDUpdater, "momentum": MomentumUpdater, "adagrad": AdagradUpdater}
+
+
+def make_updater(name: str, shape, dtype, **hyper) -> Updater:
+    """The updater called ``name`` (one of UPDATERS) for a table of ``shape``."""
+    try:
+        cls = _CLASSES[name]
+    except KeyError:
+        raise ConfigError(f"updater {name!r} is not allowed; use one of: {', '.join(UPDATERS)}") from None
+    return cls(shape, dtype, **hyper)

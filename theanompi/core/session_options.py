@@ -1,0 +1,243 @@
+"""The table of every session option, and SessionOptions: a session's options as one typed, frozen object.
+
+Every option is a field of a frozen dataclass: :class:`SessionOptions` holds those every rule takes, and one
+subclass per rule adds the rule's own (:class:`BSPOptions`, :class:`EASGDOptions`, :class:`GOSGDOptions`,
+:class:`ASGDOptions`; :data:`OPTIONS_BY_RULE` finds them by RULE). A field's metadata is its
+:class:`~theanompi.core.options.Option`: cfg key, parser, help line.
+
+Options flow one way. The launcher parses what the user gave -- cfg text (:meth:`SessionOptions.from_cfg`) or
+``BSP().init(...)`` keywords (:meth:`SessionOptions.parse`) -- once, at the edge, into the rule's class; the plan fills
+in what was left out (RUN_DIR, CHECKPOINT_DIR) with :meth:`SessionOptions.replace`; the object travels in
+``RUN_DIR/session.json`` (:meth:`to_dict` / :meth:`from_dict`) and every rank reads it by attribute
+(``options.checkpoint_every``). The default of each option lives here alone.
+
+Example
+-------
+>>> options = BSPOptions.parse({"seed": "3", "compute": "C", "sync_type": "avg"})
+>>> options.seed, options.compute, options.sync_type, options.checkpoint_every
+(3, 'c', 'avg', 0)
+>>> options.seed = 4
+Traceback (most recent call last):
+...
+dataclasses.FrozenInstanceError: cannot assign to field 'seed'
+>>> BSPOptions.parse({"tau": 2})
+Traceback (most recent call last):
+...
+theanompi.core.errors.ConfigError: BSP: unknown option 'tau' (EASGD's); allowed: avg_freq, bind, ...
+>>> BSPOptions.from_dict(options.to_dict()) == options
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, TypeVar
+
+from theanompi.core.errors import ConfigError
+from theanompi.core.options import (
+    Option,
+    boolean,
+    choice,
+    epoch_count,
+    fraction,
+    non_negative_float,
+    non_negative_int,
+    option,
+    positive_float,
+    positive_int,
+    text_value,
+    unit_interval,
+)
+
+#: BSP_EXCH_STRATEGY's values: host-memory ones, then GPU-buffer ones (``theanompi.comm.exchange`` implements each)
+HOST_EXCH_STRATEGIES = ("ar", "ar16")
+GPU_EXCH_STRATEGIES = ("nccl32", "nccl16", "cudampi")
+#: ASGD_UPDATER's values (``theanompi.comm.ps.updaters`` implements each)
+UPDATER_NAMES = ("add", "sgd", "momentum", "adagrad")
+
+Options = TypeVar("Options", bound="SessionOptions")
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """The options every rule takes (and, through a subclass, the rule's own), typed and frozen.
+
+    The constructor takes values that are already parsed (as :meth:`from_dict` does for ``session.json``);
+    user input goes through :meth:`parse` or :meth:`from_cfg`.
+    """
+
+    #: the RULE whose options these are ('' for the common options alone, e.g. a model built outside a session)
+    rule: ClassVar[str] = ""
+
+    n_epochs: int | None = option("N_EPOCHS", epoch_count, None,
+                                  "epochs to train (default: the model's n_epochs, else 10)")
+    seed: int = option("SEED", non_negative_int, 0, "seed for initialisation and the common shuffle")
+    threads: int = option("THREADS_PER_WORKER", non_negative_int, 0,
+                          "BLAS/OpenMP threads per rank (0: cores / local ranks)")
+    bind: str = option("BIND", choice("none", "core", "socket", "numa"), "none",
+                       "bind each rank through mpiexec --bind-to")
+    run_dir: str | None = option("RUN_DIR", text_value, None,
+                                 "directory for logs, records and the final model (default runs/RULE-TIME)")
+    log_level: str = option("LOG_LEVEL", choice("DEBUG", "INFO", "WARNING", "ERROR"), "INFO",
+                            "logging level of rank 0")
+    lr_scaling: str = option("LR_SCALING", choice("none", "linear"), "none",
+                             "linear: multiply the learning rate by the number of workers")
+    warmup_epochs: float = option("WARMUP_EPOCHS", non_negative_float, 0.0,
+                                  "epochs over which a scaled learning rate ramps up from its 1-worker value")
+    check_finite: bool = option("CHECK_FINITE", boolean, True, "stop on NaN/Inf in a buffer about to be exchanged")
+    plots: bool = option("PLOTS", boolean, True,
+                         "draw RUN_DIR/curves.png and breakdown.png at the end "
+                         "(python -m theanompi.session.recorder RUN_DIR draws them later)")
+    watchdog: float = option("WATCHDOG", non_negative_float, 300.0,
+                             "seconds a rank may go without progress in any phase (a step, an exchange, validation, "
+                             "a server's loop) before the session is stopped, naming it (0: never)")
+    watchdog_build: float = option("WATCHDOG_BUILD", non_negative_float, 600.0,
+                                   "the same limit for building and compiling the model, which can take minutes "
+                                   "(0: WATCHDOG)")
+    checkpoint_every: int = option("CHECKPOINT_EVERY", non_negative_int, 0,
+                                   "save a checkpoint every K epochs (0: never)")
+    checkpoint_dir: str | None = option("CHECKPOINT_DIR", text_value, None,
+                                        "where checkpoints go (default RUN_DIR/checkpoints)")
+    resume: str | None = option("RESUME", text_value, None,
+                                "continue from a checkpoint file or directory (its newest)")
+    compute: str = option("COMPUTE", choice("auto", "c", "jax"), "auto",
+                          "pytensor backend: c (C code on the CPU) or jax (JAX mode, params kept on the device); "
+                          "auto: c on cpu, jax on cuda")
+    on_worker_loss: str = option("ON_WORKER_LOSS", choice("abort", "continue"), "abort",
+                                 "abort: a lost worker ends the session; continue (EASGD, ASGD): the others carry "
+                                 "on without it")
+
+    # ----- the table -----------------------------------------------------------------------
+    @classmethod
+    def schema(cls) -> dict[str, Option]:
+        """Keyword -> :class:`Option` of every option of this class (common ones first).
+
+        >>> list(EASGDOptions.schema())[-2:], EASGDOptions.schema()["tau"].cfg_key
+        (['alpha', 'tau'], 'EASGD_TAU')
+        """
+        return {f.name: f.metadata["option"] for f in fields(cls)}
+
+    @classmethod
+    def defaults(cls: type[Options]) -> Options:
+        """Every option at its default."""
+        return cls()
+
+    # ----- parsing user input, once --------------------------------------------------------
+    @classmethod
+    def parse(cls: type[Options], given: Mapping[str, Any], owner: str = "") -> Options:
+        """Options from keyword values (``BSP().init(sync_type="avg")``), each converted by its parser; None keeps
+        a default. ConfigError naming an unknown keyword (and the rule it belongs to) or a bad value."""
+        schema = cls.schema()
+        unknown = sorted(set(given) - set(schema))
+        if unknown:
+            owners = [rule for rule, other in OPTIONS_BY_RULE.items() if unknown[0] in other.schema()]
+            belongs = f" ({owners[0]}'s)" if owners else ""
+            raise ConfigError(f"{owner or cls.rule or 'session'}: unknown option {unknown[0]!r}{belongs}; "
+                              f"allowed: {', '.join(sorted(schema))}")
+        values = {name: schema[name].convert(value) for name, value in given.items() if value is not None}
+        return cls(**values)
+
+    @classmethod
+    def from_cfg(cls: type[Options], raw: Mapping[str, str]) -> Options:
+        """Options from cfg keys (``BSP_SYNC_TYPE`` -> ``sync_type``); the caller has checked that every key in
+        ``raw`` is one of :meth:`cfg_keys`."""
+        by_key = {opt.cfg_key: name for name, opt in cls.schema().items()}
+        return cls.parse({by_key[key]: value for key, value in raw.items()})
+
+    @classmethod
+    def cfg_keys(cls) -> tuple[str, ...]:
+        """The cfg keys of this class's options."""
+        return tuple(opt.cfg_key for opt in cls.schema().values())
+
+    # ----- what travels -------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict of JSON values (what ``session.json`` holds)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls: type[Options], values: Mapping[str, Any]) -> Options:
+        """Options written by :meth:`to_dict` (already parsed); ConfigError for a name this class lacks."""
+        unknown = sorted(set(values) - set(cls.schema()))
+        if unknown:
+            raise ConfigError(f"{cls.rule or 'session'} options have no option {unknown[0]!r}")
+        return cls(**values)
+
+    def replace(self: Options, **changes: Any) -> Options:
+        """A copy with ``changes`` (values already parsed): how the launch plan fills in RUN_DIR and the like."""
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class BSPOptions(SessionOptions):
+    """BSP's options: what is exchanged, how it travels, how often parameters are averaged."""
+
+    rule: ClassVar[str] = "BSP"
+
+    sync_type: str = option("BSP_SYNC_TYPE", choice("cdd", "avg"), "cdd",
+                            "cdd: average update vectors every step; avg: average parameters every avg_freq steps")
+    exch_strategy: str = option("BSP_EXCH_STRATEGY", choice(*HOST_EXCH_STRATEGIES, *GPU_EXCH_STRATEGIES), "ar",
+                                "how buffers travel (ar: host MPI)")
+    avg_freq: int = option("BSP_AVG_FREQ", positive_int, 1, "avg: iterations between parameter averages")
+
+
+@dataclass(frozen=True)
+class EASGDOptions(SessionOptions):
+    """EASGD's options: the moving rate and the steps between exchanges."""
+
+    rule: ClassVar[str] = "EASGD"
+
+    alpha: float = option("EASGD_ALPHA", fraction, 0.5,
+                          "moving rate: each exchange moves worker and centre alpha*(w - c) towards each other")
+    tau: int = option("EASGD_TAU", positive_int, 4, "local steps between a worker's exchanges with the server")
+
+
+@dataclass(frozen=True)
+class GOSGDOptions(SessionOptions):
+    """GOSGD's option: how often a worker gossips."""
+
+    rule: ClassVar[str] = "GOSGD"
+
+    p: float = option("GOSGD_P", fraction, 0.1, "probability that a worker pushes its params after a step")
+
+
+@dataclass(frozen=True)
+class ASGDOptions(SessionOptions):
+    """ASGD's options: the parameter server's mode, shards, exchange frequency and updater."""
+
+    rule: ClassVar[str] = "ASGD"
+
+    sync: bool = option("ASGD_SYNC", boolean, False, "true: every worker's i-th pull returns the same values")
+    n_servers: int = option("ASGD_SERVERS", positive_int, 1, "server ranks; parameters are sharded over them")
+    push_freq: int = option("ASGD_FREQ", positive_int, 1, "local steps between push/pull exchanges")
+    updater: str = option("ASGD_UPDATER", choice(*UPDATER_NAMES), "add", "how the server applies a pushed delta")
+    server_lr: float = option("ASGD_LR", positive_float, 0.05, "learning rate of the sgd/momentum/adagrad updaters")
+    server_momentum: float = option("ASGD_MOMENTUM", unit_interval, 0.9, "momentum of the momentum updater")
+
+
+#: RULE -> the class of its options
+OPTIONS_BY_RULE: dict[str, type[SessionOptions]] = {
+    cls.rule: cls for cls in (BSPOptions, EASGDOptions, GOSGDOptions, ASGDOptions)
+}
+
+
+def rule_name(value: Any) -> str:
+    """A RULE value's canonical name (case-insensitive); ConfigError listing the allowed ones.
+
+    >>> rule_name("easgd")
+    'EASGD'
+    """
+    text = str(value).strip().upper()
+    if text not in OPTIONS_BY_RULE:
+        raise ConfigError(f"RULE={value!r} is not allowed; use one of: {', '.join(OPTIONS_BY_RULE)}")
+    return text
+
+
+def options_of(rule: str) -> type[SessionOptions]:
+    """The options class of RULE ``rule`` (any case).
+
+    >>> options_of("gosgd").defaults().p
+    0.1
+    """
+    return OPTIONS_BY_RULE[rule_name(rule)]

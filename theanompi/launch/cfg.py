@@ -1,0 +1,87 @@
+"""The session cfg file: ``KEY=VALUE`` lines, ``#`` comments, never evaluated by a shell.
+
+Keys: RULE, MODELFILE, MODELCLASS, DEVICES (required); the common options
+(N_EPOCHS, SEED, BIND, RUN_DIR, LOG_LEVEL, LR_SCALING, WARMUP_EPOCHS); the
+rule's own (BSP_SYNC_TYPE, BSP_EXCH_STRATEGY, BSP_AVG_FREQ, ...); and
+``MODEL_<NAME>`` keys passed to the ModelClass as ``model_options['<name>']``.
+
+Example
+-------
+>>> raw = parse_cfg_text("RULE=BSP\\nDEVICES=cpu0,cpu1  # two workers\\n")
+>>> raw["DEVICES"]
+'cpu0,cpu1'
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from theanompi.core.errors import ConfigError
+from theanompi.core.options import MODEL_PREFIX, parse_literal
+from theanompi.launch.plan import SessionRequest
+from theanompi.rules import RULES, get_rule
+
+REQUIRED_KEYS = ("RULE", "MODELFILE", "MODELCLASS", "DEVICES")
+_KEY_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+def parse_cfg_text(text: str, source: str = "cfg") -> dict[str, str]:
+    """KEY -> raw value; ConfigError for a line without '=', a bad or duplicate key."""
+    raw: dict[str, str] = {}
+    text = text[1:] if text.startswith("\ufeff") else text  # a byte-order mark
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if "=" not in line:
+            raise ConfigError(f"{source}:{lineno}: {line!r} is not KEY=VALUE")
+        key, value = (part.strip() for part in line.split("=", 1))
+        key = key.upper()
+        if not _KEY_RE.match(key):
+            raise ConfigError(f"{source}:{lineno}: key {key!r} is malformed (letters, digits, '_')")
+        if key in raw:
+            raise ConfigError(f"{source}:{lineno}: key {key} is given twice")
+        raw[key] = value
+    return raw
+
+
+def read_cfg_file(path: str | Path) -> dict[str, str]:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"cfg file {str(path)!r} does not exist")
+    try:
+        text = path.read_text(encoding="utf-8-sig")  # an editor's byte-order mark is not part of the first key
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"cfg file {str(path)!r} cannot be read: {err}") from None
+    return parse_cfg_text(text, source=str(path))
+
+
+def session_request(raw: dict[str, str], cwd: str | None = None) -> SessionRequest:
+    """The session that raw cfg keys ask for, every value parsed once (ConfigError naming a bad key or value)."""
+    missing = [k for k in REQUIRED_KEYS if not raw.get(k)]
+    if missing:
+        raise ConfigError(f"cfg: required key {missing[0]} is missing (required: {', '.join(REQUIRED_KEYS)})")
+    rule = get_rule(raw["RULE"])
+    cfg_keys = rule.options_class.cfg_keys()
+    option_keys: dict[str, str] = {}
+    model_options: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in REQUIRED_KEYS:
+            continue
+        if key in cfg_keys:
+            option_keys[key] = value
+        elif key.startswith(MODEL_PREFIX) and len(key) > len(MODEL_PREFIX):
+            model_options[key[len(MODEL_PREFIX):].lower()] = parse_literal(value)
+        else:
+            owner = next((name for name in RULES if name != rule.name and key.startswith(f"{name}_")), None)
+            if owner:
+                raise ConfigError(f"cfg: key {key} belongs to RULE={owner}, but RULE={rule.name}")
+            allowed = sorted(REQUIRED_KEYS + cfg_keys) + ["MODEL_<NAME>"]
+            raise ConfigError(f"cfg: unknown key {key}={value!r}; allowed: {', '.join(allowed)}")
+    options = rule.options_class.from_cfg(option_keys)
+    by_key = {opt.cfg_key: name for name, opt in rule.options_class.schema().items()}
+    return SessionRequest(rule=rule, devices=raw["DEVICES"], modelfile=raw["MODELFILE"], modelclass=raw["MODELCLASS"],
+                          options=options, given=frozenset(by_key[key] for key in option_keys),
+                          model_options=model_options, cwd=cwd)

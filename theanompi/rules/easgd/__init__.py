@@ -1,0 +1,144 @@
+"""EASGD: Elastic Averaging SGD (Zhang, Choromanska & LeCun, 2015), asynchronous.
+
+One **server** rank holds the centre variable ``c``; ``N`` **workers** train
+locally (the model's one-function step, ``sync_type=None``). Every ``tau`` local
+steps a worker exchanges with the server::
+
+    worker -> server : w                    (its parameters, one fused buffer)
+    server           : d = alpha * (w - c);  c <- c + d
+    server -> worker : d
+    worker           : w <- w - d
+
+The server answers whichever worker asks first (point-to-point messages on a
+communicator of their own, ``Iprobe(ANY_SOURCE)`` polled with a short adaptive
+sleep so that an idle server, or a worker waiting for its reply, does not keep a
+core busy). Parameters travel as contiguous buffers
+(:class:`theanompi.comm.fused_params.FusedParams`), never pickled. A worker's buffers live
+where its params are (GPU workers: CuPy arrays, handed to a CUDA-aware MPI as
+they are, else staged through host memory by
+:class:`theanompi.comm.exchange.cudampi.MPIStaging`); the server is a CPU rank.
+
+Ranks
+    A session of ``N`` devices starts **N + 1 ranks**: the server is rank 0 of
+    the session (first in the launch plan, so it is the rank that logs at INFO
+    and prints the progress lines), a CPU rank on the host of the **first**
+    device (``cpu0`` of that host); workers are ranks 1..N, one per device, in
+    ``DEVICES`` order (worker ``k`` is session rank ``k + 1``).
+Start
+    Every rank, the server included, takes worker 0's initial parameters
+    (broadcast), so the workers and the centre start from the same point.
+Length
+    A *global epoch* is one pass over the training set: the sum over workers of
+    their ``n_batch_train``. The session trains exactly ``N_EPOCHS`` global
+    epochs of local steps in total. To make that count exact although workers
+    run at their own pace, the server hands out the steps: every reply grants the
+    worker its next block, ``min(tau, steps not yet granted)`` local steps
+    (the last block may be partial), and a grant of 0 means *stop*. Each exchange
+    reports the steps done since the previous one (the grant), which the server
+    sums. A stopped worker sends nothing more and leaves; the server leaves once
+    every worker has been told to stop. Workers loop over their own shard's
+    epochs (``model.adjust_hyperp(shard_epoch)`` at each shard-epoch start)
+    until told to stop, so a worker with a shorter shard simply runs more shard
+    epochs and nobody waits for anybody.
+Validation
+    The server builds the ModelClass too, as worker 0 of a 1-worker session
+    (``config.rank=0, config.size=1``): its data view then holds the *whole*
+    validation set, so it validates the centre by itself, without a reduction
+    over workers that are busy training (its training view is never used). It
+    validates once per global epoch, when the reported steps cross a multiple of
+    the global epoch, and logs one line (train loss of the workers' steps,
+    validation loss/accuracy of the centre, samples/s, ETA).
+Results
+    The centre is the session's final model: ``RUN_DIR/final_params.npz``.
+    The server writes ``epochs.jsonl`` (per global epoch), ``iterations.jsonl``
+    (one row per exchange served: ``calc`` = elastic update and validation,
+    ``comm`` = receive/send, ``wait`` = idle polling) and ``summary.json``
+    (rule, workers, iterations, final validation accuracy, and per worker: local
+    steps, exchanges and mean wait per exchange). Each worker ``k`` writes its own
+    records into ``RUN_DIR/workers/worker-k/`` (``iterations.jsonl`` per local
+    step with the exchange's time in ``comm``, ``epochs.jsonl`` per shard
+    epoch, ``summary.json`` with its exact exchange count and wait times).
+
+Checkpoints
+    With ``CHECKPOINT_EVERY=K`` the server asks, after every K-th global epoch, each
+    active worker for its state: the reply of the worker's next exchange carries a
+    flag, and the worker answers it at once with its optimizer state (``state_vars``)
+    and its step count. Its parameters are known to the server (the ``w - d`` of
+    that exchange), so each worker's snapshot is exact at its own exchange. A worker
+    told to stop always sends its final state. Once every worker has answered, the
+    server writes one checkpoint: the centre, every worker's parameters, state and
+    step count, and the session's step count and global epoch. ``RESUME`` starts every
+    worker from its own snapshot (at the start of the shard epoch it was in) and the
+    server from the centre; the remaining steps are ``N_EPOCHS`` global epochs minus
+    the steps already done.
+Lost workers
+    With ``ON_WORKER_LOSS=continue`` (mpiexec runs under ULFM) the server notices a
+    dead worker (``MPI_ERR_PROC_FAILED``), drops it and hands the steps it had been
+    granted but not reported to the others, so the session still trains its
+    ``N_EPOCHS`` global epochs (unless every other worker had already stopped: then
+    the missing steps are logged). ``summary.json`` lists ``lost_workers``. Losing
+    the server ends the session.
+
+Code
+    This module is the launch side; :mod:`~theanompi.rules.easgd.server` and
+    :mod:`~theanompi.rules.easgd.worker` are the two roles,
+    :mod:`~theanompi.rules.easgd.protocol` what they share and
+    :mod:`~theanompi.rules.easgd.step_ledger` the server's step bookkeeping.
+
+Options: ``EASGD_ALPHA`` / ``alpha`` (moving rate, a number in (0, 1], default
+0.5) and ``EASGD_TAU`` / ``tau`` (local steps between exchanges, integer >= 1,
+default 4).
+
+Example
+-------
+>>> from theanompi import EASGD
+>>> rule = EASGD()
+>>> rule.init(devices=["cpu0", "cpu1"], modelfile="theanompi.models.mlp", modelclass="MLP",
+...           alpha=0.5, tau=4, n_epochs=10)      # doctest: +SKIP
+>>> rule.wait()                                   # 3 ranks: server + 2 workers  # doctest: +SKIP
+0
+"""
+
+from __future__ import annotations
+
+from theanompi.core.devices import Device
+from theanompi.core.session_options import EASGDOptions, SessionOptions
+from theanompi.rules.base import Rule
+from theanompi.rules.easgd.protocol import RULE_NAME
+from theanompi.rules.easgd.server import EASGDServer
+from theanompi.rules.easgd.step_ledger import grant_steps
+from theanompi.rules.easgd.worker import EASGDWorker
+from theanompi.runtime.rank_context import RankContext
+from theanompi.session.spec import RankSpec
+
+
+class EASGD(Rule):
+    """Asynchronous elastic averaging: one server (the centre) and N local-SGD workers.
+
+    Example
+    -------
+    >>> from theanompi.core.devices import parse_devices
+    >>> ranks = EASGD.launch_ranks(parse_devices("cpu0,cpu1"), EASGDOptions())
+    >>> [(r.role, str(r.device)) for r in ranks]
+    [('server', 'cpu0'), ('worker', 'cpu0'), ('worker', 'cpu1')]
+    """
+
+    name = RULE_NAME
+    supports_worker_loss = True
+    options_class = EASGDOptions
+
+    @classmethod
+    def launch_ranks(cls, devices: list[Device], options: SessionOptions) -> list[RankSpec]:
+        """The server first (session rank 0, a CPU rank on the first device's host), then one worker per device."""
+        server = RankSpec(Device("cpu", 0, devices[0].host), "server")
+        return [server] + [RankSpec(device, "worker") for device in devices]
+
+    @classmethod
+    def run_rank(cls, ctx: RankContext) -> None:
+        if ctx.role == "server":
+            EASGDServer(ctx).run()
+        else:
+            EASGDWorker.create(ctx).run()
+
+
+__all__ = ["EASGD", "EASGDServer", "EASGDWorker", "grant_steps"]

@@ -1,0 +1,85 @@
+"""Building the session's model on a rank: the ModelClass constructed for one worker, checked against the
+contract and compiled (:func:`build_model`), and what a worker's loop is constructed with (:class:`BuiltWorker`:
+the model, its fused parameters, the recorder, the epoch count).
+
+Example (inside a rule's rank loop)
+-------
+>>> model = build_model(ctx, worker_rank=0, n_workers=2, sync_type="cdd")                # doctest: +SKIP
+>>> built = build_worker(ctx, comm, sync_type="cdd", fused_location="host",
+...                      recorder=Recorder(ctx.spec.run_dir, write=comm.rank == 0))      # doctest: +SKIP
+>>> built.fused.size                                                                     # doctest: +SKIP
+1234
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from theanompi.comm.fused_params import FusedParams
+from theanompi.core.session_options import SessionOptions
+from theanompi.models import current_config
+from theanompi.models.contract import WorkerConfig, check_model_instance
+from theanompi.models.loader import load_model_class
+from theanompi.models.theano_mpi_adapter import TheanoMPIModel, follows_theanompi_contract
+from theanompi.runtime.rank_context import RankContext
+from theanompi.session.recorder import Recorder
+from theanompi.session.watchdog import ACTIVITY
+
+DEFAULT_EPOCHS = 10
+
+
+def build_model(ctx: RankContext, worker_rank: int, n_workers: int, sync_type: str | None) -> Any:
+    """Construct the session's ModelClass for one worker, check the contract, compile."""
+    spec = ctx.spec
+    ACTIVITY.enter("building the model")
+    ACTIVITY.progress("importing")
+    cls = load_model_class(spec.modelfile, spec.modelclass, spec.cwd)
+    ACTIVITY.progress("constructing")
+    config = WorkerConfig(
+        rank=worker_rank, size=n_workers, seed=ctx.options.seed, device=ctx.device,
+        sync_type=sync_type, options=ctx.options, model_options=dict(spec.model_options),
+        run_dir=Path(spec.run_dir), model_name=spec.modelclass,
+    )
+    current_config.set_current(config)  # Theano-MPI-style DataClasses and lib.opt read it
+    model = cls(config)
+    if follows_theanompi_contract(model):
+        model = TheanoMPIModel(model, config)
+    check_model_instance(model, sync_type)
+    ACTIVITY.progress("compiling")
+    model.compile_iter_fns(sync_type)
+    ACTIVITY.enter("setting up")
+    return model
+
+
+def n_epochs_for(model: Any, options: SessionOptions) -> int:
+    """N_EPOCHS if given, else the model's ``n_epochs`` attribute, else 10.
+
+    >>> from types import SimpleNamespace
+    >>> n_epochs_for(SimpleNamespace(n_epochs=3), SessionOptions()), n_epochs_for(None, SessionOptions(n_epochs=5))
+    (3, 5)
+    """
+    return int(options.n_epochs or getattr(model, "n_epochs", None) or DEFAULT_EPOCHS)
+
+
+@dataclass(frozen=True)
+class BuiltWorker:
+    """What a worker's loop works on, all of it built before the loop is constructed."""
+
+    model: Any
+    fused: FusedParams
+    recorder: Recorder
+    n_epochs: int
+
+
+def build_worker(ctx: RankContext, comm: Any, sync_type: str | None, fused_location: str,
+                 recorder: Recorder) -> BuiltWorker:
+    """Build and compile this worker's model (``comm``: the workers' communicator), fuse its parameters where the
+    exchange wants them (``fused_location``: 'host' or 'device'), and record the time it took as the compile phase."""
+    start = time.perf_counter()
+    model = build_model(ctx, comm.rank, comm.size, sync_type)
+    fused = FusedParams(model.params, where=fused_location)
+    recorder.record_phase("compile", time.perf_counter() - start)  # model build and compile
+    return BuiltWorker(model=model, fused=fused, recorder=recorder, n_epochs=n_epochs_for(model, ctx.options))

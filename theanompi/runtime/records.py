@@ -1,0 +1,154 @@
+"""What a session records as it goes and leaves at its end: epoch metrics (training and
+validation, summed over the workers), the progress line, the final model and ``summary.json``.
+
+One owner for each: :func:`epoch_metrics` builds every epoch's record, :func:`end_session`
+runs the end-of-session sequence (final model, summary, final accuracy line, close, cleanup).
+
+Example
+-------
+>>> metrics = epoch_metrics(model, recorder, comm, epoch=0, progress=Progress(10))   # doctest: +SKIP
+>>> end_session(model, recorder, run_dir, {"rule": "BSP", "workers": 2, "iterations": 90})  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from theanompi.comm.param_access import host_copy
+from theanompi.core.safe_io import atomic_write
+from theanompi.session.watchdog import ACTIVITY
+
+log = logging.getLogger("theanompi")
+
+
+def allreduce_sums(comm, values: list[float]) -> np.ndarray:
+    """Element-wise sum of a short list of floats over ``comm``."""
+    from mpi4py import MPI
+
+    mine = np.asarray(values, dtype=np.float64)
+    total = np.empty_like(mine)
+    with ACTIVITY.waiting("a collective"):
+        comm.Allreduce(mine, total, op=MPI.SUM)  # not in place: safe to repeat after a lost worker
+    return total
+
+
+def validate(model, recorder, comm) -> dict[str, float]:
+    """Run every validation batch on this rank; metrics averaged over all ranks' samples."""
+    ACTIVITY.enter("validation")
+    for count in range(model.data.n_batch_val):
+        start = time.perf_counter()
+        model.val_iter(count, recorder)
+        recorder.first_validation_call(time.perf_counter() - start)
+        ACTIVITY.progress()
+    loss_sum, err_sum, n, top5_sum, n_top5 = allreduce_sums(comm, recorder.val_sums() + recorder.val_top5_sums())
+    if n == 0:
+        return {"val_loss": float("nan"), "val_error": float("nan"), "val_accuracy": float("nan"), "val_samples": 0}
+    metrics = {
+        "val_loss": loss_sum / n,
+        "val_error": err_sum / n,
+        "val_accuracy": 1.0 - err_sum / n,
+        "val_samples": int(n),
+    }
+    if n_top5:  # a Theano-MPI model reported top-5 errors
+        metrics["val_error_top5"] = top5_sum / n_top5
+    return metrics
+
+
+def train_metrics(recorder, comm) -> dict[str, float]:
+    """Epoch training loss/error averaged over all ranks' samples, and the sample count."""
+    loss_sum, err_sum, n = allreduce_sums(comm, recorder.train_sums())
+    return {"train_loss_all": loss_sum / max(n, 1), "train_error_all": err_sum / max(n, 1), "train_samples": int(n)}
+
+
+def format_duration(seconds: float) -> str:
+    """``H:MM:SS``, with days once it passes 24 hours.
+
+    Example
+    -------
+    >>> format_duration(3725), format_duration(90061.4), format_duration(float("inf"))
+    ('01:02:05', '1 d 01:01:01', 'unknown')
+    """
+    if not seconds >= 0 or seconds == float("inf"):
+        return "unknown"
+    days, rest = divmod(int(round(seconds)), 86400)
+    hours, rest = divmod(rest, 3600)
+    clock = f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
+    return f"{days} d {clock}" if days else clock
+
+
+class Progress:
+    """Rank 0's one line per epoch: loss, accuracy, samples/s, ETA."""
+
+    def __init__(self, n_epochs: int):
+        self.n_epochs = n_epochs
+        self.start = time.perf_counter()
+        self.epoch_start = self.start
+
+    def epoch_done(self, epoch: int, metrics: dict[str, Any]) -> dict[str, float]:
+        now = time.perf_counter()
+        epoch_s = now - self.epoch_start
+        self.epoch_start = now
+        elapsed = now - self.start
+        eta = elapsed / (epoch + 1) * (self.n_epochs - epoch - 1)
+        rate = metrics.get("train_samples", 0) / epoch_s if epoch_s > 0 else float("nan")
+        log.info(
+            "epoch %d/%d  train loss %.4f err %.2f%%  val loss %.4f acc %.2f%%  %.0f samples/s  ETA %s",
+            epoch + 1, self.n_epochs, metrics["train_loss_all"], 100 * metrics["train_error_all"],
+            metrics["val_loss"], 100 * metrics["val_accuracy"], rate, format_duration(eta),
+        )
+        return {"epoch_s": epoch_s, "samples_per_s": rate, "elapsed_s": elapsed}
+
+
+def save_final_params(params, run_dir: Path) -> Path:
+    """Rank 0 writes the final parameters (param order) to ``RUN_DIR/final_params.npz``."""
+    arrays = {f"p{i:03d}": host_copy(p) for i, p in enumerate(params)}
+    return atomic_write(Path(run_dir) / "final_params.npz", lambda tmp: np.savez(tmp, **arrays))
+
+
+def load_final_params(run_dir: Path) -> list[np.ndarray]:
+    """The arrays :func:`save_final_params` wrote (never unpickles)."""
+    with np.load(Path(run_dir) / "final_params.npz", allow_pickle=False) as data:
+        return [data[k] for k in sorted(data.files)]
+
+
+def epoch_metrics(model, recorder, comm, epoch: int, progress: Progress | None) -> dict[str, Any]:
+    """One epoch's record: training metrics and validation (both over ``comm``'s ranks) and, where
+    ``progress`` is given (the rank that prints), the progress line's timings."""
+    metrics: dict[str, Any] = train_metrics(recorder, comm)
+    metrics.update(validate(model, recorder, comm))
+    if progress is not None:
+        ACTIVITY.enter("the epoch's records")
+        metrics.update(progress.epoch_done(epoch, metrics))
+    return metrics
+
+
+def end_session(model, recorder, run_dir: Path | str | None, summary: dict[str, Any] | None,
+                final_model: bool = True, plots: bool = True) -> None:
+    """The last steps of a rank: where ``summary`` is given, write it into ``summary.json`` -- with
+    ``final_model`` also save the model's params as the final model, add the final accuracy to the
+    summary and log it; with ``plots`` (the PLOTS option) draw the run's plots -- then close the
+    recorder and clean the model up.
+
+    Example
+    -------
+    >>> end_session(model, recorder, run_dir, None)   # a rank that writes nothing   # doctest: +SKIP
+    """
+    if summary is not None and final_model:
+        ACTIVITY.enter("writing the final model")
+        last = recorder.epochs[-1]
+        path = save_final_params(model.params, run_dir)
+        recorder.write_summary({
+            "epochs": len(recorder.epochs), "final_val_accuracy": last["val_accuracy"],
+            "final_val_loss": last["val_loss"], "final_params": str(path), "wall_s": last.get("elapsed_s"),
+            **summary,
+        }, plots=plots)
+        log.info("final validation accuracy: %.2f%%", 100 * last["val_accuracy"])
+    elif summary is not None:
+        recorder.write_summary(summary, plots=plots)
+    recorder.close()
+    model.cleanup()

@@ -1,0 +1,117 @@
+"""Status files of a session's ranks in ``RUN_DIR/ranks/``: who started, finished, failed or stalled.
+
+Every rank leaves one small file per event, ``RUN_DIR/ranks/rank-N.STATE``:
+
+* ``pid``: the rank's process id, written when it started (tools and tests find each rank there);
+* ``done``: the rank finished its rule's work;
+* ``failed``: one line naming the rank and its error;
+* ``stall``: the JSON record its watchdog wrote (``theanompi.session.watchdog``).
+
+The rank entry point (``theanompi.rules.rank_main``) and the watchdog write them; the
+launcher (``theanompi.launch.mpiexec``, ``theanompi.session.remote``) reads them; the run
+directory's claim (``theanompi.session.run_dir``) empties the folder for a new session.
+
+Example
+-------
+>>> import tempfile
+>>> run_dir = Path(tempfile.mkdtemp())
+>>> _ = write_status(run_dir, 0, "pid", "4242")
+>>> _ = write_status(run_dir, 1, "pid", "4243")
+>>> _ = write_status(run_dir, 1, "failed", "rank 1 (worker on cpu1): ValueError: boom")
+>>> status_path(run_dir, 1, "failed").relative_to(run_dir).as_posix()
+'ranks/rank-1.failed'
+>>> read_failures(run_dir)
+['rank 1 (worker on cpu1): ValueError: boom']
+>>> lost_ranks(run_dir, 2), has_status(run_dir, 0, "done")
+([0], False)
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from theanompi.core.safe_io import atomic_write_text
+
+#: the folder of RUN_DIR that holds the status files
+STATUS_DIR = "ranks"
+#: the events a rank can leave a file for
+STATES = ("pid", "done", "failed", "stall")
+
+
+def status_dir(run_dir: str | Path) -> Path:
+    """``RUN_DIR/ranks``."""
+    return Path(run_dir) / STATUS_DIR
+
+
+def status_path(run_dir: str | Path, rank: int, state: str) -> Path:
+    """``RUN_DIR/ranks/rank-N.STATE`` (ValueError for a state not in :data:`STATES`)."""
+    if state not in STATES:
+        raise ValueError(f"rank status {state!r} is not one of {STATES}")
+    return status_dir(run_dir) / f"rank-{int(rank)}.{state}"
+
+
+def write_status(run_dir: str | Path, rank: int, state: str, text: str) -> Path:
+    """Write ``text`` (one line; a newline is added) as ``rank``'s ``state`` file, atomically.
+
+    OSError (e.g. a full disk) is the caller's to handle; nothing half-written is left.
+    """
+    path = status_path(run_dir, rank, state)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return atomic_write_text(path, text.rstrip("\n") + "\n")
+
+
+def has_status(run_dir: str | Path, rank: int, state: str) -> bool:
+    """Whether ``rank`` left a ``state`` file."""
+    return status_path(run_dir, rank, state).exists()
+
+
+def clear_statuses(run_dir: str | Path) -> None:
+    """Start ``RUN_DIR/ranks`` empty: files an earlier session left can neither stop nor be blamed for a new one."""
+    directory = status_dir(run_dir)
+    if directory.exists():
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True)
+
+
+def _ranks_with(run_dir: str | Path, state: str) -> list[tuple[int, Path]]:
+    """(rank, path) of every ``rank-N.STATE`` file, in rank order (names that are not a rank are skipped)."""
+    found = []
+    for path in status_dir(run_dir).glob(f"rank-*.{state}"):
+        try:
+            found.append((int(path.stem.split("-", 1)[1]), path))
+        except ValueError:
+            continue
+    return sorted(found)
+
+
+def read_failures(run_dir: str | Path) -> list[str]:
+    """The lines failed ranks left, in rank order (empty or unreadable files skipped)."""
+    messages = []
+    for _, path in _ranks_with(run_dir, "failed"):
+        try:
+            text = path.read_text().strip()
+        except OSError:
+            continue
+        if text:
+            messages.append(text)
+    return messages
+
+
+def read_stalls(run_dir: str | Path) -> dict[int, dict]:
+    """rank -> the record its watchdog wrote (unreadable records skipped)."""
+    stalls = {}
+    for rank, path in _ranks_with(run_dir, "stall"):
+        try:
+            stalls[rank] = json.loads(path.read_text())
+        except (ValueError, OSError):
+            continue
+    return stalls
+
+
+def lost_ranks(run_dir: str | Path, n_ranks: int) -> list[int]:
+    """Ranks that started (``pid``) but neither finished (``done``) nor failed: killed, or still running."""
+    return [r for r in range(n_ranks)
+            if has_status(run_dir, r, "pid") and not has_status(run_dir, r, "done")
+            and not has_status(run_dir, r, "failed")]
