@@ -4,12 +4,12 @@ import io
 import os
 import pickle
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ASSETS
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "assets"))
+sys.path.insert(0, str(ASSETS))
 from cifar_format import Py2Pickler, official_bytes  # noqa: E402,F401
 
 from theanompi.core.errors import ConfigError

@@ -12,7 +12,7 @@ import hickle
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "assets"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "assets"))
 from cifar_format import Py2Pickler, official_bytes  # noqa: E402
 
 from theanompi.core.errors import ConfigError  # noqa: E402
@@ -650,6 +650,6 @@ def test_importing_the_package_is_cheap():
     code = ("import sys, theanompi.models.data as d; d.Cifar10_data; d.ImageNet_data; d.MNIST_data; "
             "import theanompi.models.data.utils; "
             "print(sorted(m for m in ('pytensor', 'h5py', 'hickle', 'sklearn') if m in sys.modules))")
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip() == "[]"
