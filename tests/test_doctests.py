@@ -18,7 +18,7 @@ from theanompi.models.current_config import set_current
 
 # Modules that cannot be imported in the test process, each with the reason.
 NOT_IMPORTABLE = {
-    # raises ImportError by design: Lasagne's cuDNN layers are not ported (tests/layers/test_lasagne_tree.py checks it)
+    # raises ImportError by design: Lasagne's cuDNN layers are not ported (tests/compat/test_lasagne_tree.py checks it)
     "theanompi.lasagne.layers.dnn",
 }
 

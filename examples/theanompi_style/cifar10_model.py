@@ -7,7 +7,7 @@ trains with Theano-MPI's cdd (momenta summed into ``vels2``).
 
     tmlauncher -cfg=examples/theanompi_style/session.cfg --set MODEL_DATA_DIR=/data/cifar-10-batches-py
 
-(``tests/test_theanompi_compat.py`` runs it on generated CIFAR-format files.)
+(``tests/sessions/test_theanompi_compat.py`` runs it on generated CIFAR-format files.)
 """
 
 import numpy as np

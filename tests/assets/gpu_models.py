@@ -1,4 +1,4 @@
-"""A digits MLP that reports, at cleanup, what its rank saw of the GPU (for tests/test_gpu.py)."""
+"""A digits MLP that reports, at cleanup, what its rank saw of the GPU (for tests/sessions/test_gpu.py)."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-"""ModelClasses for tests/test_two_hosts.py (used through MODELFILE=path.py)."""
+"""ModelClasses for tests/sessions/test_two_hosts.py (used through MODELFILE=path.py)."""
 
 import socket
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Remote-launch agent for tests/test_two_hosts.py: stands in for ssh, with "hosts" that are namespaces.
+# Remote-launch agent for tests/sessions/test_two_hosts.py: stands in for ssh, with "hosts" that are namespaces.
 #
 # Called by mpiexec (PRRTE's plm_ssh_agent) like ssh: netns_agent.sh [-options] HOST COMMAND...
 # Runs COMMAND with /bin/sh inside HOST's namespaces, found in $THEANOMPI_NETNS_HOSTS/HOST/:

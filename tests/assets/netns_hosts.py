@@ -1,4 +1,5 @@
-"""Two "hosts" on one machine for tests/test_two_hosts.py: each a network + UTS namespace, joined by a veth pair.
+"""Two "hosts" on one machine for tests/sessions/test_two_hosts.py: each a network + UTS namespace, joined by a veth
+pair.
 
 ``host1`` (10.213.17.1) runs the launcher; ``host2`` (10.213.17.2) also has its own
 mount namespace with a private ``/tmp`` (a tmpfs), so a run directory under ``/tmp``

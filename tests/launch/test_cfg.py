@@ -1,4 +1,5 @@
 import pytest
+from conftest import ROOT
 
 from theanompi.core.errors import ConfigError
 from theanompi.launch.cfg import parse_cfg_text, read_cfg_file, session_request
@@ -65,3 +66,12 @@ def test_a_byte_order_mark_is_not_part_of_the_first_key(tmp_path):
     cfg.write_bytes("RULE=BSP\nDEVICES=cpu0\n".encode("utf-8-sig"))
     assert read_cfg_file(cfg) == {"RULE": "BSP", "DEVICES": "cpu0"}
     assert parse_cfg_text("\ufeffRULE=BSP\n") == {"RULE": "BSP"}
+
+
+def test_example_cfgs_are_valid(tmp_path):
+    """Every examples/*.cfg passes the launcher's checks (they are run in full by hand / other tests)."""
+    from theanompi.launch.cfg import read_cfg_file, session_request
+    from theanompi.launch.plan import plan_session
+
+    for cfg in sorted((ROOT / "examples").glob("*.cfg")):
+        plan_session(session_request(read_cfg_file(cfg), cwd=str(ROOT)))

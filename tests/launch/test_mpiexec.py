@@ -1,3 +1,7 @@
+"""The mpiexec command line the launcher builds (an app context per rank, threads, binding, hosts, the spec shipped
+to ranks on other hosts) and what a terminated launcher says. No MPI job starts here; conftest's `mpi` mark, which
+goes by the text "mpiexec" in a test, still lands on three of these tests."""
+
 
 from theanompi.core.devices import parse_devices
 from theanompi.launch.mpiexec import mpiexec_command
@@ -58,8 +62,23 @@ def test_a_terminated_launcher_says_which_signal_stopped_it(tmp_path):
     assert proc.stdout.strip() == "143 interrupted (SIGTERM); every rank was stopped -15", proc.stderr
 
 
-def test_the_progress_line_counts_days():
-    from theanompi.runtime.records import format_duration
+def test_launch_plan_places_every_rank_and_ships_the_spec_only_to_other_hosts(tmp_path, monkeypatch):
+    import socket
 
-    assert format_duration(3 * 86400 + 3600 + 61) == "3 d 01:01:01"
-    assert format_duration(1e12) == "11574074 d 01:46:40"  # no wrap at 24 h, no overflow
+    from theanompi.core.devices import parse_devices
+    from theanompi.launch.mpiexec import mpiexec_command
+    from theanompi.session.remote import REMOTE_SPEC_ENV, decode_spec
+    from theanompi.session.spec import RankSpec
+
+    spec_path = tmp_path / "session.json"
+    spec_path.write_text('{"rule": "BSP"}')
+    here = socket.gethostname()
+    ranks = [RankSpec(d, "worker") for d in parse_devices(f"{here}:cpu0,cpu1;node2:cpu0,cpu1")]
+    argv = mpiexec_command(ranks, str(spec_path), bind="none", mpiexec="mpiexec", python="python", cpu_count=2)
+    contexts = " ".join(argv).split(" : ")
+    assert [c.split("--host ")[1].split()[0] for c in contexts] == [f"{here}:2", f"{here}:2", "node2:2", "node2:2"]
+    shipped = [a.split("=", 1)[1] for a in argv if a.startswith(REMOTE_SPEC_ENV + "=")]
+    assert len(shipped) == 2 and decode_spec(shipped[0]) == '{"rule": "BSP"}'
+    one_host = mpiexec_command([RankSpec(d, "worker") for d in parse_devices("cpu0,cpu1")], str(spec_path),
+                               bind="none", mpiexec="mpiexec", python="python", cpu_count=2)
+    assert "--host" not in one_host and not any(REMOTE_SPEC_ENV in a for a in one_host)

@@ -1,4 +1,4 @@
-"""The end-of-session sequence (one owner: session_records.end_session), without MPI."""
+"""The end-of-session sequence (one owner: session_records.end_session) and the progress line, without MPI."""
 
 import json
 from types import SimpleNamespace
@@ -44,3 +44,10 @@ def test_a_summary_without_a_final_model_and_a_rank_that_writes_nothing(tmp_path
     silent = Model(params=[], cleaned=False)
     end_session(silent, Recorder(tmp_path / "other", write=False), None, None)
     assert silent.cleaned and not (tmp_path / "other").exists()
+
+
+def test_the_progress_line_counts_days():
+    from theanompi.runtime.records import format_duration
+
+    assert format_duration(3 * 86400 + 3600 + 61) == "3 d 01:01:01"
+    assert format_duration(1e12) == "11574074 d 01:46:40"  # no wrap at 24 h, no overflow

@@ -4,7 +4,8 @@
 one stderr line ``tmlauncher: error: ...``, no run directory. ``RUNTIME`` cases are found
 by the ranks (contract checks on the instance, agreement checks before the first exchange,
 data errors, NaN): the launcher's last line names the rank and the problem.
-(Killed workers and stalled exchanges: tests/test_faults.py.)
+(Killed workers and stalled exchanges: tests/sessions/test_faults.py; examples/*.cfg planned without a
+session: tests/launch/test_cfg.py.)
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import ASSETS, ROOT, run_launcher, write_cfg
+from conftest import ASSETS, run_launcher, write_cfg
 
 CONTRACT = str(ASSETS / "contract_models.py")
 ZOO_CNN = {"MODELFILE": "theanompi.models.zoo.cifar10_cnn", "MODELCLASS": "CifarCNN"}
@@ -143,7 +144,8 @@ def _needs_no_gpu(name: str) -> None:
 
 
 def test_the_matrix_has_at_least_20_cases():
-    assert len(LAUNCH) + len(RUNTIME) + 4 >= 20  # + the four cfg/flag tests below
+    # + the three cfg/flag tests below and examples/*.cfg (tests/launch/test_cfg.py::test_example_cfgs_are_valid)
+    assert len(LAUNCH) + len(RUNTIME) + 4 >= 20
 
 
 @pytest.mark.parametrize("name", sorted(LAUNCH))
@@ -190,12 +192,3 @@ def test_flag_overrides_are_validated_too(tmp_path):
     assert proc.returncode == 2 and "listed twice" in proc.stderr
     proc, _ = run_launcher("--config", str(cfg), "--set", "N_EPOCHS=x", cwd=tmp_path)
     assert proc.returncode == 2 and "N_EPOCHS='x'" in proc.stderr
-
-
-def test_example_cfgs_are_valid(tmp_path):
-    """Every examples/*.cfg passes the launcher's checks (they are run in full by hand / other tests)."""
-    from theanompi.launch.cfg import read_cfg_file, session_request
-    from theanompi.launch.plan import plan_session
-
-    for cfg in sorted((ROOT / "examples").glob("*.cfg")):
-        plan_session(session_request(read_cfg_file(cfg), cwd=str(ROOT)))

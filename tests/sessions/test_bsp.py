@@ -66,7 +66,7 @@ def test_avg_session_learns_via_rule_init_and_wait(tmp_path):
     assert summary(tmp_path / "avg")["final_val_accuracy"] >= 0.95
 
 
-# a worker raising mid-epoch and the instance contract errors: tests/test_bad_input_matrix.py
+# a worker raising mid-epoch and the instance contract errors: tests/sessions/test_bad_input_matrix.py
 
 
 def _descendants(pid):

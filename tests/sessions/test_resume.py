@@ -1,4 +1,5 @@
-"""Checkpoints and resume under a real mpiexec."""
+"""Checkpoints and resume under a real mpiexec.
+(Reading checkpoints without ranks: tests/session/test_checkpoint.py.)"""
 
 import json
 import os
@@ -11,7 +12,6 @@ import numpy as np
 import pytest
 from conftest import ASSETS, run_launcher, write_cfg
 
-from theanompi.core.errors import ConfigError
 from theanompi.runtime.records import load_final_params
 from theanompi.session.checkpoint import load_checkpoint, resolve_checkpoint
 
@@ -79,22 +79,3 @@ def test_resume_continues_every_rule_from_its_checkpoint(tmp_path, rule):
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert summary["epochs"] == 1 and summary["final_val_accuracy"] >= 0.85  # GOSGD varies with timing: 0.90-0.95
     assert resolve_checkpoint(tmp_path / "b" / "checkpoints").name == "ckpt-epoch-0001.hkl"
-
-
-def test_resume_from_a_directory_skips_a_damaged_newest_checkpoint(tmp_path, caplog):
-    from theanompi.session.checkpoint import load_newest_intact, save_checkpoint
-
-    for epoch in (0, 1, 2):
-        path = save_checkpoint(tmp_path, {"rule": "BSP", "epoch": epoch, "iteration": epoch, "n_workers": 1,
-                                          "worker_params": [[np.zeros(2, "float32")]], "worker_state": [[]]})
-    path.write_bytes(path.read_bytes()[:100])  # the newest one, cut short
-    with caplog.at_level("WARNING", logger="theanompi"):
-        found, payload = load_newest_intact(tmp_path)
-    assert found == tmp_path / "ckpt-epoch-0001.hkl" and payload["epoch"] == 1
-    assert "skipped the damaged checkpoint" in caplog.text and "ckpt-epoch-0002.hkl" in caplog.text
-    with pytest.raises(ConfigError, match="ckpt-epoch-0001.hkl' can be resumed instead"):
-        load_newest_intact(path)
-    (tmp_path / "ckpt-epoch-0001.hkl").write_bytes(b"garbage")
-    (tmp_path / "ckpt-epoch-0000.hkl").write_bytes(b"garbage")
-    with pytest.raises(ConfigError, match="ckpt-epoch-0002.hkl"):  # nothing intact: the newest one's error
-        load_newest_intact(tmp_path)

@@ -5,6 +5,7 @@ stands in for ssh, so the launcher's ordinary code path runs. host2 has its own 
 (under /tmp) is not shared, as on hosts without a shared file system. MPI between the hosts can only go
 over the veth link between the namespaces (TCP); the link's kernel counters show how much did.
 See tests/assets/netns_hosts.py for the setup; README "Several hosts" for what this proves and what not.
+(The pieces without namespaces: tests/launch/test_mpiexec.py, tests/session/test_remote.py.)
 """
 
 from __future__ import annotations
@@ -180,62 +181,3 @@ def test_killing_every_rank_of_host2_ends_the_session_naming_the_host(hosts, wor
     assert ("lost host host2: rank 2 (worker on host2:cpu0), rank 3 (worker on host2:cpu1) stopped" in last
             or re.search(r"rank [23] \(worker on host2:cpu[01]\) died", last)), err
     assert hosts.wait_idle() == {}
-
-
-# ----- the pieces, without namespaces ------------------------------------------------------------
-def test_launch_plan_places_every_rank_and_ships_the_spec_only_to_other_hosts(tmp_path, monkeypatch):
-    import socket
-
-    from theanompi.core.devices import parse_devices
-    from theanompi.launch.mpiexec import mpiexec_command
-    from theanompi.session.remote import REMOTE_SPEC_ENV, decode_spec
-    from theanompi.session.spec import RankSpec
-
-    spec_path = tmp_path / "session.json"
-    spec_path.write_text('{"rule": "BSP"}')
-    here = socket.gethostname()
-    ranks = [RankSpec(d, "worker") for d in parse_devices(f"{here}:cpu0,cpu1;node2:cpu0,cpu1")]
-    argv = mpiexec_command(ranks, str(spec_path), bind="none", mpiexec="mpiexec", python="python", cpu_count=2)
-    contexts = " ".join(argv).split(" : ")
-    assert [c.split("--host ")[1].split()[0] for c in contexts] == [f"{here}:2", f"{here}:2", "node2:2", "node2:2"]
-    shipped = [a.split("=", 1)[1] for a in argv if a.startswith(REMOTE_SPEC_ENV + "=")]
-    assert len(shipped) == 2 and decode_spec(shipped[0]) == '{"rule": "BSP"}'
-    one_host = mpiexec_command([RankSpec(d, "worker") for d in parse_devices("cpu0,cpu1")], str(spec_path),
-                               bind="none", mpiexec="mpiexec", python="python", cpu_count=2)
-    assert "--host" not in one_host and not any(REMOTE_SPEC_ENV in a for a in one_host)
-
-
-def test_rank_on_another_host_reads_the_spec_from_its_environment(tmp_path, monkeypatch):
-    from theanompi.core.session_options import BSPOptions
-    from theanompi.session.remote import REMOTE_SPEC_ENV, encode_spec, load_rank_spec
-    from theanompi.session.spec import SessionSpec
-
-    spec = SessionSpec(rule="BSP", devices=["node2:cpu0"], modelfile="m", modelclass="M",
-                       options=BSPOptions(run_dir="/r"))
-    monkeypatch.setenv(REMOTE_SPEC_ENV, encode_spec(spec.to_json()))
-    assert load_rank_spec(str(tmp_path / "absent" / "session.json")) == spec
-
-
-ABORT = ('[node1:00000] *** An error occurred in Socket closed\n[node1:00000] *** reported by process [1,0]\n'
-         'prterun has exited due to process rank 0 with PID 0 on node node1 calling\n"abort". This may have ...\n')
-PEER = "An MPI communication peer process has unexpectedly disconnected.\n  Local host: node1\n  Peer host:  node3\n"
-
-
-@pytest.mark.parametrize("output, expected", [
-    (ABORT, "lost host node2: rank 2, rank 3 stopped without reporting an error (killed, or the host went down); "
-            "rank 0 lost its connection to them"),
-    (PEER + ABORT, "lost host node3: rank 4 stopped without reporting an error (killed, or the host went down); "
-                   "rank 0 lost its connection to them"),
-])
-def test_lost_host_is_named_from_the_survivors_abort(tmp_path, output, expected):
-    from theanompi.session.remote import RankStatus, RemoteRanks, status_line
-
-    remote = RemoteRanks(tmp_path)
-    for rank, host in ((2, "node2"), (3, "node2"), (4, "node3")):
-        assert remote.feed(status_line(RankStatus(rank, "started", host, str(tmp_path))))
-    rank_hosts = ["", "", "node2", "node2", "node3"]
-    if "node3" not in output:
-        rank_hosts = rank_hosts[:4]
-    assert remote.lost_host(output, rank_hosts, lambda r: f"rank {r}") == expected
-    assert remote.lost_host(output, ["", ""], lambda r: f"rank {r}") is None  # one host: mpiexec's report stands
-    assert remote.lost_host("some other failure", rank_hosts, lambda r: f"rank {r}") is None

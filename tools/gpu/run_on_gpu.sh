@@ -38,7 +38,8 @@ PYEOF
 } 2>&1 | tee "$OUT/setup.log"
 status=0
 echo "== GPU tests" | tee "$OUT/tests.log"
-"$VENV/bin/python" -m pytest -q -rs --durations=15 tests/test_gpu.py tests/test_jax_mode.py 2>&1 | tee -a "$OUT/tests.log"
+"$VENV/bin/python" -m pytest -q -rs --durations=15 tests/launch/test_gpu_launch.py tests/sessions/test_gpu.py \
+    tests/backend/test_jax_mode.py tests/sessions/test_jax_session.py 2>&1 | tee -a "$OUT/tests.log"
 status=$((status || PIPESTATUS[0]))
 echo "== benchmarks" | tee "$OUT/bench.log"
 "$VENV/bin/python" benchmarks/device_exchange.py --json "$OUT/device_exchange.json" 2>&1 | tee -a "$OUT/bench.log"

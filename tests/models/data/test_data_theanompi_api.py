@@ -1,4 +1,6 @@
-"""Theano-MPI's DataClass API (Cifar10_data, ImageNet_data, MNIST_data, utils) on theanompi's loaders."""
+"""Theano-MPI's DataClass API (Cifar10_data, ImageNet_data, MNIST_data, utils) on theanompi's loaders.
+
+(Real ranks sharding these files under mpiexec: tests/sessions/test_data_ranks.py.)"""
 
 import gzip
 import io
@@ -6,14 +8,15 @@ import os
 import pickle
 import subprocess
 import sys
-from pathlib import Path
 
 import hickle
 import numpy as np
 import pytest
+from conftest import ASSETS, ROOT
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "assets"))
-from cifar_format import Py2Pickler, official_bytes  # noqa: E402
+sys.path.insert(0, str(ASSETS))
+from cifar_format import Py2Pickler  # noqa: E402
+from data_api_files import cifar_bytes, write_cifar, write_mnist_npz  # noqa: E402
 
 from theanompi.core.errors import ConfigError  # noqa: E402
 from theanompi.core.safe_io import UnsafeFileError, load_hickle  # noqa: E402
@@ -22,8 +25,6 @@ from theanompi.models.current_config import set_current  # noqa: E402
 from theanompi.models.data import Cifar10_data, ImageNet_data  # noqa: E402
 from theanompi.models.data.mnist import MNIST_data  # noqa: E402
 from theanompi.models.data.utils import crop_and_mirror, unpickle  # noqa: E402
-
-N_PER_FILE = 8  # 5 files: 40 images, 32 train / 8 val
 
 
 @pytest.fixture(autouse=True)
@@ -39,27 +40,6 @@ def session(data_dir=None, rank=0, size=1, seed=0):
 
 
 # ----- CIFAR-10 -----------------------------------------------------------------------------
-def cifar_bytes(data, labels, flavour):
-    if flavour == "py2":  # the official archive: Python 2 str keys and values
-        return official_bytes({b"batch_label": b"training batch", b"labels": [int(v) for v in labels],
-                               b"data": data, b"filenames": [b"x.png"] * len(labels)})
-    protocol = int(flavour[-1])  # Python 3 writers: str keys, protocol 2 (bytes via _codecs) to 4
-    return pickle.dumps({"batch_label": "training batch", "labels": list(np.asarray(labels, np.int64)),
-                         "data": data, "filenames": ["x.png"] * len(labels)}, protocol=protocol)
-
-
-def write_cifar(root, flavour="py2", seed=0):
-    """data_batch_1..5 (no test_batch: Cifar10_data does not need it); returns (images, labels) as written."""
-    rng = np.random.default_rng(seed)
-    root.mkdir(parents=True, exist_ok=True)
-    xs, ys = [], []
-    for i in range(1, 6):
-        x, y = rng.integers(0, 256, (N_PER_FILE, 3072), dtype=np.uint8), rng.integers(0, 10, N_PER_FILE)
-        (root / f"data_batch_{i}").write_bytes(cifar_bytes(x, y, flavour))
-        xs.append(x), ys.append(y)
-    return np.concatenate(xs).reshape(-1, 3, 32, 32), np.concatenate(ys)
-
-
 def cifar(root, rank=0, size=1, seed=0, file_batch_size=4, common_seed=1234):
     """Cifar10_data driven exactly as Theano-MPI's Cifar10_model constructor drives it."""
     session(root, rank, size, seed)
@@ -395,17 +375,6 @@ def test_imagenet_config_errors(tmp_path):
 
 
 # ----- MNIST ------------------------------------------------------------------------------------
-def write_mnist_npz(root, n_train=50, n_val=20, uint8=False, val_key="val", seed=0):
-    rng = np.random.default_rng(seed)
-    if uint8:
-        xt, xv = (rng.integers(0, 256, (n, 28, 28), dtype=np.uint8) for n in (n_train, n_val))
-    else:
-        xt, xv = (rng.random((n, 784), dtype=np.float32) for n in (n_train, n_val))
-    yt, yv = np.arange(n_train) % 10, np.arange(n_val) % 10
-    np.savez(root / "mnist.npz", x_train=xt, y_train=yt, **{f"x_{val_key}": xv, f"y_{val_key}": yv})
-    return xt, yt, xv, yv
-
-
 def py2_pickle(obj) -> bytes:
     """What Python 2's cPickle wrote for deeplearning.net's mnist.pkl.gz (memo off: arrays share dtype strings)."""
     buf = io.BytesIO()
@@ -590,66 +559,10 @@ def test_crop_and_mirror_bad_input():
         crop_and_mirror(np.zeros((3, 8, 8, 2)), "test", False, cropsize=4)
 
 
-# ----- real processes ----------------------------------------------------------------------------
-RANK_SCRIPT = """
-import sys
-from mpi4py import MPI
-from theanompi.models.contract import WorkerConfig
-from theanompi.models.current_config import set_current
-from theanompi.models.data import Cifar10_data
-from theanompi.models.data.mnist import MNIST_data
-
-comm = MPI.COMM_WORLD
-rank, size = comm.rank, comm.size
-set_current(WorkerConfig(rank=rank, size=size, seed=7, device=f"cpu{rank}", model_options={"data_dir": sys.argv[1]}))
-d = Cifar10_data(verbose=False)  # what Theano-MPI's Cifar10_model constructor does
-d.batch_data(4); d.extend_data(rank, size)
-d.shuffle_data("train", common_seed=1234); d.shuffle_data("val")
-d.shard_data("train", rank, size); d.shard_data("val", rank, size)
-mine = {"split": d.rawdata[3].tobytes(), "n": d.n_batch_train, "files": sorted(b.tobytes() for b in d.train_img),
-        "val": [b.tobytes() for b in d.val_img_shard], "epochs": []}
-for epoch in range(3):
-    d.set_epoch(epoch)  # the session, then the model's own calls
-    d.shuffle_data("train", common_seed=epoch); d.shard_data("train", rank, size)
-    mine["epochs"].append([b.tobytes() for b in d.train_img_shard])
-m = MNIST_data(); m.batch_data(5)
-mine["mnist"] = [row.tobytes() for _ in range(m.n_batch_train) for row in next(m.batches_train)[0]]
-mine["mnist_n"] = m.n_batch_train
-everyone = comm.gather(mine, root=0)
-if rank == 0:
-    first = everyone[0]
-    assert all(r["split"] == first["split"] and r["n"] == first["n"] for r in everyone), "split or counts differ"
-    for e in range(3):
-        flat = [b for r in everyone for b in r["epochs"][e]]
-        assert set(flat) == set(first["files"]) and len(flat) == first["n"] * size, f"epoch {e}"
-        assert len(flat) - len(set(flat)) == first["n"] * size - len(first["files"]), f"overlap in epoch {e}"
-    val = [b for r in everyone for b in r["val"]]
-    assert len(val) == len(set(val)) == len(d.val_img), "validation shards"
-    rows = [b for r in everyone for b in r["mnist"]]
-    assert len(set(rows)) == 30 and len(rows) == first["mnist_n"] * 5 * size, "mnist pass"
-    print("shards OK", first["n"], first["mnist_n"])
-"""
-
-
-def test_real_ranks_agree_on_split_and_get_disjoint_shards(tmp_path):
-    from theanompi.launch.mpiexec import find_mpiexec, mpiexec_env
-
-    write_cifar(tmp_path / "data")
-    write_mnist_npz(tmp_path / "data", n_train=30, n_val=9)
-    script = tmp_path / "ranks.py"
-    script.write_text(RANK_SCRIPT)
-    argv = [find_mpiexec(), "--oversubscribe", "-n", "3", sys.executable, str(script), str(tmp_path / "data")]
-    proc = subprocess.run(argv, env=mpiexec_env(), capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "shards OK 3 2" in proc.stdout
-
-
-
-
 def test_importing_the_package_is_cheap():
     code = ("import sys, theanompi.models.data as d; d.Cifar10_data; d.ImageNet_data; d.MNIST_data; "
             "import theanompi.models.data.utils; "
             "print(sorted(m for m in ('pytensor', 'h5py', 'hickle', 'sklearn') if m in sys.modules))")
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip() == "[]"
