@@ -49,8 +49,9 @@ import os
 import pickle
 import sys
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -104,7 +105,9 @@ def describe(value, depth: int = 0) -> str:
     if isinstance(value, np.generic):
         return f"{value.dtype}:{value.item()!r}" if value.shape == () else describe(np.asarray(value), depth)
     if isinstance(value, np.ndarray):
-        return f"array:{value.dtype.str}:{value.shape}:{hashlib.sha256(np.ascontiguousarray(value)).hexdigest()}"
+        # numpy's stubs make ndarray a Buffer only for Python >= 3.12
+        digest = hashlib.sha256(np.ascontiguousarray(value)).hexdigest()  # type: ignore[arg-type]
+        return f"array:{value.dtype.str}:{value.shape}:{digest}"
     if isinstance(value, slice):
         return f"slice{describe((value.start, value.stop, value.step), depth + 1)}"
     if isinstance(value, enum.Enum):
@@ -118,6 +121,7 @@ def describe(value, depth: int = 0) -> str:
     if _is_graph_object(value):
         raise Uncacheable(f"an inner graph ({type(value).__name__}) in an op's properties")
     props = getattr(type(value), "__props__", None)
+    fields: Iterable[tuple[str, Any]]
     if props is not None:
         fields = ((name, getattr(value, name)) for name in props)
     elif hasattr(value, "__dict__"):

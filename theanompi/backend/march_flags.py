@@ -119,11 +119,11 @@ def use_remembered_march_flags() -> list[str] | None:
     if GCC_compiler.march_flags is None:
         remembered = _read_flags(path)
         if remembered is not None:
-            GCC_compiler.march_flags = remembered
+            GCC_compiler.march_flags = remembered  # type: ignore[assignment]  # pytensor declares it `= None`
             _applied = remembered
             return remembered
         GCC_compiler.compile_args()  # pytensor's own detection (sets GCC_compiler.march_flags)
-    flags = list(GCC_compiler.march_flags or [])
+    flags: list[str] = list(GCC_compiler.march_flags or [])
     if _read_flags(path) != flags:
         try:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

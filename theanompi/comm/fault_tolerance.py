@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TypeVar, cast
 
 log = logging.getLogger("theanompi")
 T = TypeVar("T")
@@ -83,7 +83,7 @@ def resilient(comm, operation: Callable[[object], T], what: str) -> tuple[T, obj
             comm.Ack_failed()
             ok = comm.Agree(ok)  # the agreed value is uniform even when a failure is reported
         if ok:
-            return result, comm
+            return cast(T, result), comm  # every rank's operation returned (T may include None)
         before = comm.size
         failed = acknowledge_failures(comm)
         if 0 in failed:

@@ -32,6 +32,7 @@ True
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -142,7 +143,7 @@ def access_for(var):
     raise TypeError(f"{type(var).__name__} is neither a pytensor shared variable nor a torch.Tensor")
 
 
-def current_value(var):
+def current_value(var: Any) -> Any:
     """``var``'s value in its own memory, not copied (NumPy, CuPy or jax array): read it, don't keep it."""
     return access_for(var).value(var)
 

@@ -31,12 +31,17 @@ import sys
 import threading
 from collections import Counter, deque
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 from theanompi.core.errors import ConfigError
 from theanompi.session.rank_status import lost_ranks, read_failures
 from theanompi.session.remote import RemoteRanks, remote_spec_options
 from theanompi.session.spec import RankSpec
 from theanompi.session.watchdog import stall_report
+
+if TYPE_CHECKING:
+    from theanompi.session.run_dir import RunDirClaim
 
 log = logging.getLogger(__name__)
 
@@ -104,9 +109,9 @@ def mpiexec_command(ranks: list[RankSpec], spec_path: str, bind: str, mpiexec: s
             argv += ["--host", host, *remote_spec_options(spec_path)]
         elif slots:
             argv += ["--host", here]
-        env = {"OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}
+        env = {"OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads)}
         if rank.device.is_cuda:
-            env["CUDA_VISIBLE_DEVICES"] = rank.device.index
+            env["CUDA_VISIBLE_DEVICES"] = str(rank.device.index)
             # JAX would otherwise grab 75 % of the GPU at start-up: allocate on demand and leave
             # a quarter to CuPy buffers and NCCL (the user's own settings win).
             for key, value in (("XLA_PYTHON_CLIENT_PREALLOCATE", "false"), ("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.75")):
@@ -137,7 +142,7 @@ class Interrupted(KeyboardInterrupt):
         self.signal_name = signal_name
 
 
-def raise_interrupted(signum: int, frame) -> None:
+def raise_interrupted(signum: int, frame: FrameType | None) -> None:
     """Signal handler (e.g. for SIGTERM) that stops a waiting :class:`MpiexecRun`, naming the signal."""
     raise Interrupted(signal.Signals(signum).name)
 
@@ -157,7 +162,9 @@ def _terminate_with_parent() -> None:
         pass
 
 
-_spawn_requests: queue.Queue = queue.Queue()
+#: what :func:`spawn`'s thread hands back: the process, or what Popen raised
+_SpawnReply = queue.Queue[tuple[subprocess.Popen[Any] | None, BaseException | None]]
+_spawn_requests: queue.Queue[tuple[tuple[Any, ...], dict[str, Any], _SpawnReply]] = queue.Queue()
 _spawner: threading.Thread | None = None
 _spawner_lock = threading.Lock()
 
@@ -171,7 +178,7 @@ def _serve_spawn_requests() -> None:
             reply.put((None, err))
 
 
-def spawn(*args, **kwargs) -> subprocess.Popen:
+def spawn(*args: Any, **kwargs: Any) -> subprocess.Popen[Any]:
     """``subprocess.Popen(*args, **kwargs)`` run by one daemon thread that lives as long as the process.
 
     Example
@@ -184,11 +191,12 @@ def spawn(*args, **kwargs) -> subprocess.Popen:
         if _spawner is None or not _spawner.is_alive():
             _spawner = threading.Thread(target=_serve_spawn_requests, name="theanompi-spawner", daemon=True)
             _spawner.start()
-    reply: queue.Queue = queue.Queue(maxsize=1)
+    reply: _SpawnReply = queue.Queue(maxsize=1)
     _spawn_requests.put((args, kwargs, reply))
     proc, err = reply.get()
     if err is not None:
         raise err
+    assert proc is not None
     return proc
 
 
@@ -199,7 +207,8 @@ class MpiexecRun:
     launcher) ends every rank through one ``killpg``.
     """
 
-    def __init__(self, argv: list[str], run_dir: Path, ranks: list[RankSpec], claim=None, stall_grace: float = 1.5):
+    def __init__(self, argv: list[str], run_dir: Path, ranks: list[RankSpec], claim: RunDirClaim | None = None,
+                 stall_grace: float = 1.5):
         self.run_dir = Path(run_dir)
         self.ranks = ranks
         #: the run directory's lock (``theanompi.session.run_dir.RunDirClaim``), released when the session ends
@@ -220,7 +229,9 @@ class MpiexecRun:
         self._pump.start()
 
     def _pump_stderr(self) -> None:
-        for line in self.proc.stderr:
+        stderr = self.proc.stderr
+        assert stderr is not None  # spawned with stderr=PIPE
+        for line in stderr:
             line = line.replace("\x00", "")  # Open MPI's help output can carry NUL bytes
             if not line.strip() or self.remote.feed(line):
                 continue

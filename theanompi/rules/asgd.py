@@ -73,7 +73,7 @@ class ASGD(Rule):
     @classmethod
     def run_rank(cls, ctx: RankContext) -> None:
         options = ctx.options_as(ASGDOptions)
-        role_comm = ctx.role_comm()
+        role_comm: Any = ctx.role_comm()  # an MPI.Comm, or the SurvivorsComm wrapping it (below)
         if ctx.role == "server":
             servers = ctx.ranks_with_role("server")
             ACTIVITY.enter("serving the tables")
@@ -179,6 +179,7 @@ class ASGDWorker(WorkerLoop[ASGDOptions]):
 
     def step(self, count: int) -> None:
         if self.sync_type == SyncType.CDD:
+            assert self.accumulated is not None  # made for cdd
             with self.recorder.timer("calc"):
                 # the model's vector may be a jax array (COMPUTE=jax): the servers take host buffers
                 np.add(self.accumulated, to_host(self.model.train_iter(count, self.recorder)), out=self.accumulated)

@@ -201,7 +201,8 @@ def _read_training_files(root: Path, train_size: int | None) -> tuple[np.ndarray
         if train_size is not None and n >= train_size:
             break
         x, y = load_cifar_batch(root / name)
-        xs.append(x), ys.append(y)
+        xs.append(x)
+        ys.append(y)
         n += len(x)
     x_train, y_train = np.concatenate(xs), np.concatenate(ys)
     train_size = _check_size("train_size", train_size, len(x_train))

@@ -65,7 +65,7 @@ def _check_type_pickle(raw: bytes, path: Path, where: str) -> None:
             if isinstance(arg, str) and op.name in ("SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE"):
                 strings.append(arg)
             elif op.name == "GLOBAL":
-                found.append(tuple(arg.split(" ", 1)))
+                found.append(tuple(str(arg).split(" ", 1)))
             elif op.name == "STACK_GLOBAL":
                 found.append(tuple(strings[-2:]))
     except UnsafeHickleError:

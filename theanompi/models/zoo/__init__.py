@@ -85,7 +85,7 @@ MEAN_FILES = ("img_mean.npy", "mean.npy", "misc/img_mean.npy", "img_mean.hkl", "
 
 # ----- option parsers (name -> parser raising InvalidValue: theanompi.core.options' one style) -------
 def is_int(v, minimum: int = 0) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= minimum
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and bool(v >= minimum)
 
 
 def is_number(v, minimum: float = 0.0) -> bool:

@@ -65,7 +65,7 @@ class LSTMClassifier(ImageClassifier):
 
     @classmethod
     def validate_options(cls, model_options: dict[str, Any]) -> dict[str, Any]:
-        hp = ClassifierModel.validate_options.__func__(cls, model_options)
+        hp = super(ImageClassifier, cls).validate_options(model_options)  # ClassifierModel's (not the data check)
         if hp["data"] == "digits" and hp["n_classes"] != 10:
             raise ConfigError(f"{cls.__name__}: data=digits has 10 classes; MODEL_N_CLASSES={hp['n_classes']} "
                               "is not allowed")

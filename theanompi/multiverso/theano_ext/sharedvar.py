@@ -51,12 +51,13 @@ def mv_shared(*args, **kwargs):
     return var
 
 
-mv_shared.shared_vars = []  # every variable mv_shared made, in creation order
+# every variable mv_shared made, in creation order (Multiverso's API keeps the list on the function)
+mv_shared.shared_vars = []  # type: ignore[attr-defined]
 
 
 def sync_all_mv_shared_vars() -> None:
     """``mv_sync()`` every variable :func:`mv_shared` made in the running session, in creation order."""
     running = api.session()
-    for var in mv_shared.shared_vars:
+    for var in mv_shared.shared_vars:  # type: ignore[attr-defined]
         if var._mv_table._session is running:
             var.mv_sync()
