@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "assets"))
-from cifar_format import Py2Pickler, official_bytes  # noqa: E402
+from cifar_format import Py2Pickler, official_bytes
 
-from theanompi.core.errors import ConfigError  # noqa: E402
-from theanompi.core.safe_io import UnsafeFileError, load_hickle  # noqa: E402
-from theanompi.models.contract import WorkerConfig  # noqa: E402
-from theanompi.models.current_config import set_current  # noqa: E402
-from theanompi.models.data import Cifar10_data, ImageNet_data  # noqa: E402
-from theanompi.models.data.mnist import MNIST_data  # noqa: E402
-from theanompi.models.data.utils import crop_and_mirror, unpickle  # noqa: E402
+from theanompi.core.errors import ConfigError
+from theanompi.core.safe_io import UnsafeFileError, load_hickle
+from theanompi.models.contract import WorkerConfig
+from theanompi.models.current_config import set_current
+from theanompi.models.data import Cifar10_data, ImageNet_data
+from theanompi.models.data.mnist import MNIST_data
+from theanompi.models.data.utils import crop_and_mirror, unpickle
 
 N_PER_FILE = 8  # 5 files: 40 images, 32 train / 8 val
 

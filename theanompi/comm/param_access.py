@@ -44,7 +44,7 @@ def is_torch_tensor(var) -> bool:
     """True for a ``torch.Tensor`` (without importing torch when the model did not)."""
     if "torch" not in sys.modules or not any(c.__module__.startswith("torch") for c in type(var).__mro__):
         return False  # (a user's Parameter subclass still has torch's classes in its MRO)
-    import torch
+    import torch  # noqa: PLC0415 - only once a model loaded torch
 
     return isinstance(var, torch.Tensor)
 
@@ -53,7 +53,7 @@ def is_shared_variable(var) -> bool:
     """True for a pytensor shared variable."""
     if "pytensor" not in sys.modules:
         return False
-    from pytensor.compile.sharedvalue import SharedVariable
+    from pytensor.compile.sharedvalue import SharedVariable  # noqa: PLC0415 - only once a model loaded pytensor
 
     return isinstance(var, SharedVariable)
 
@@ -102,7 +102,7 @@ class TorchTensorAccess:
     def value(var):
         data = var.detach()
         if data.is_cuda:
-            import cupy
+            import cupy  # noqa: PLC0415 - cupy is optional (CUDA only)
 
             return cupy.from_dlpack(data)  # shares the tensor's memory (not run here: no GPU)
         return data.numpy()

@@ -123,8 +123,8 @@ _HICKLE_LOCK = threading.Lock()  # hickle's module-level pickle is swapped while
 
 @contextmanager
 def _hickle_uses_restricted_pickle(source: str) -> Iterator[None]:
-    import hickle.hickle
-    import hickle.lookup
+    import hickle.hickle  # noqa: PLC0415 - hickle loads h5py: only when a file is read
+    import hickle.lookup  # noqa: PLC0415 - hickle loads h5py: only when a file is read
 
     shim = types.SimpleNamespace(**{k: getattr(pickle, k) for k in dir(pickle) if not k.startswith("__")})
     shim.loads = lambda data, **kw: restricted_loads(data, source)
@@ -139,7 +139,7 @@ def _hickle_uses_restricted_pickle(source: str) -> Iterator[None]:
 
 def load_hickle(path: StrPath) -> object:
     """``hickle.load`` without arbitrary unpickling; ConfigError for a missing, corrupt or unsafe file."""
-    import hickle
+    import hickle  # noqa: PLC0415 - hickle loads h5py: only when a file is read
 
     path = Path(path)
     if not path.is_file():
@@ -199,6 +199,6 @@ def atomic_write_text(path: StrPath, text: str) -> Path:
 
 def save_hickle_atomically(obj: object, path: StrPath) -> Path:
     """Write ``obj`` with hickle to ``path`` (never half-written: :func:`atomic_write`)."""
-    import hickle
+    import hickle  # noqa: PLC0415 - hickle loads h5py: only when a file is read
 
     return atomic_write(path, lambda tmp: hickle.dump(obj, str(tmp), mode="w"))

@@ -19,6 +19,7 @@ Example
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import queue
@@ -154,8 +155,6 @@ def _terminate_with_parent() -> None:
     :func:`spawn`'s long-lived thread, never by the caller's (which may be a short-lived one).
     """
     try:
-        import ctypes
-
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except (OSError, AttributeError):  # not Linux: Ctrl-C/SIGTERM handling still applies
@@ -174,7 +173,7 @@ def _serve_spawn_requests() -> None:
         args, kwargs, reply = _spawn_requests.get()
         try:
             reply.put((subprocess.Popen(*args, **kwargs), None))
-        except BaseException as err:  # noqa: BLE001 - handed back to the caller
+        except BaseException as err:  # handed back to the caller
             reply.put((None, err))
 
 

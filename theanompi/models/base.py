@@ -44,6 +44,7 @@ from theanompi.backend.ops.softmax_inline import inline_softmax  # noqa: F401  (
 from theanompi.comm.fused_params import assign
 from theanompi.models.data.digits import load_digits_split  # noqa: F401  (docstring example)
 from theanompi.models.hyperparams import ClassifierHyperParams
+from theanompi.models.layers import sync_running_stats
 
 if TYPE_CHECKING:
     from pytensor.tensor.variable import TensorVariable
@@ -199,8 +200,6 @@ class ClassifierModel(ClassifierHyperParams):
     def sync_state(self, comm) -> None:
         """Pool batch-norm running statistics over the workers (collective; see the layers' BN policy)."""
         if self.network is not None:
-            from theanompi.models.layers import sync_running_stats
-
             sync_running_stats(self.network, comm)
 
     def cleanup(self) -> None:

@@ -145,10 +145,10 @@ def init(sync=False, updater: str | None = None, lr: float | None = None, moment
 
 
 def _start(sync: bool, updater: str, lr: float, momentum: float, timeout: float) -> _Session:
-    MPI = start_mpi(timeout)  # noqa: N806 - mpi4py's module name
+    MPI = start_mpi(timeout)  # mpi4py's module name
 
-    from theanompi.comm.ps.client import PSClient
-    from theanompi.comm.ps.server import TableServer
+    from theanompi.comm.ps.client import PSClient  # noqa: PLC0415 - imports mpi4py, which starts MPI: at mv.init
+    from theanompi.comm.ps.server import TableServer  # noqa: PLC0415 - imports mpi4py, which starts MPI: at mv.init
 
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         raise RuntimeError("theanompi.multiverso needs an MPI library with MPI_THREAD_MULTIPLE")

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from theanompi.backend.arrays import to_host
+from theanompi.comm.fault_tolerance import SurvivorsComm
 from theanompi.core.devices import Device
 from theanompi.core.errors import ConfigError
 from theanompi.core.session_options import ASGDOptions, SessionOptions
@@ -83,15 +84,13 @@ class ASGD(Rule):
                         tolerate_lost_clients=options.on_worker_loss == "continue").serve()
         else:
             if options.on_worker_loss == "continue":
-                from theanompi.comm.fault_tolerance import SurvivorsComm
-
                 role_comm = SurvivorsComm(role_comm, "ASGD workers")
             ASGDWorker.create(ctx, role_comm).run()
 
 
 def _watched_table_server() -> type:
     """TableServer whose requests are progress for the watchdog (imported here: mpi4py starts MPI on import)."""
-    from theanompi.comm.ps.server import TableServer
+    from theanompi.comm.ps.server import TableServer  # noqa: PLC0415 - imports mpi4py, which starts MPI
 
     class WatchedTableServer(TableServer):
         def handle(self, source: int) -> None:

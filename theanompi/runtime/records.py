@@ -32,7 +32,7 @@ log = logging.getLogger("theanompi")
 
 def allreduce_sums(comm: Any, values: list[float]) -> np.ndarray:
     """Element-wise sum of a short list of floats over ``comm``."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 - importing mpi4py starts MPI
 
     mine = np.asarray(values, dtype=np.float64)
     total = np.empty_like(mine)

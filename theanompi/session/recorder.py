@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from theanompi.core.safe_io import atomic_write_text
+from theanompi.session.plots import plot_run
 from theanompi.session.watchdog import ACTIVITY
 
 TIMERS = ("calc", "comm", "wait")
@@ -256,8 +257,6 @@ class Recorder:
         atomic_write_text(self._files_dir / "summary.json", json.dumps(summary, indent=2))
         if plots:
             try:
-                from theanompi.session.plots import plot_run
-
                 plot_run(self.run_dir)
             except Exception as err:  # a plot must never fail a training run
                 log.warning("plots of %s not drawn: %s", self.run_dir, err)
@@ -310,7 +309,6 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1 or not Path(argv[0]).is_dir():
         sys.stderr.write("usage: python -m theanompi.session.recorder RUN_DIR (a directory with epochs.jsonl)\n")
         return 2
-    from theanompi.session.plots import plot_run
 
     paths = plot_run(argv[0])
     if not paths:

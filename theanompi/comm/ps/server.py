@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from theanompi.comm.fault_tolerance import acknowledge_failures, is_process_failure
 from theanompi.comm.ps import protocol as P
 from theanompi.comm.ps.updaters import UPDATERS, make_updater
 from theanompi.core.errors import TheanoMPIError
@@ -224,8 +225,6 @@ class TableServer:
 
     def _lose_clients(self, err: BaseException) -> None:
         """A client died mid-session: forget it (if tolerated), else re-raise."""
-        from theanompi.comm.fault_tolerance import acknowledge_failures, is_process_failure
-
         if not (self.tolerate_lost_clients and is_process_failure(err)):
             raise err
         for client in acknowledge_failures(self.comm):

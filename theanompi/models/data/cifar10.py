@@ -303,7 +303,7 @@ TRAIN_FRACTION = 0.8
 SPLIT_STREAM = 1_000_003
 
 
-class Cifar10_data(FileBatchAPI):  # noqa: N801 - Theano-MPI's name
+class Cifar10_data(FileBatchAPI):  # Theano-MPI's name
     """Theano-MPI's CIFAR-10 DataClass: uint8 NCHW file batches from ``MODEL_DATA_DIR``.
 
     Reads ``data_batch_1..5`` from the session's ``MODEL_DATA_DIR`` (Python 2 or

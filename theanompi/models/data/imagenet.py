@@ -82,7 +82,7 @@ def _required_file(root: Path, names, what: str) -> Path:
                       "labels/train_labels.npy, labels/val_labels.npy, misc/img_mean.npy)")
 
 
-class ImageNet_data(FileBatchAPI, HickleBatchData):  # noqa: N801 - Theano-MPI's name
+class ImageNet_data(FileBatchAPI, HickleBatchData):  # Theano-MPI's name
     """Theano-MPI's ImageNet DataClass: hickle batch files of ``MODEL_DATA_DIR``, sharded by file.
 
     Parameters

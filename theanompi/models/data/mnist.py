@@ -128,7 +128,7 @@ def load_mnist(data_dir) -> list:
     raise ConfigError(f"MNIST directory '{root}' holds neither {NPZ_FILE} nor {PICKLE_FILE}")
 
 
-class MNIST_data(ShardedArrayData):  # noqa: N801 - Theano-MPI's name
+class MNIST_data(ShardedArrayData):  # Theano-MPI's name
     """Theano-MPI's MNIST DataClass: ``batch_data(batchsize)``, then ``batches_train``/``batches_val``.
 
     Parameters

@@ -82,6 +82,8 @@ from pytensor.graph.replace import clone_replace
 import theanompi.models.layers as L
 from theanompi.core.options import predicate_parser
 from theanompi.models.base import ClassifierModel
+from theanompi.models.data.base import ShardedArrayData
+from theanompi.models.data.digits import load_digits_split
 from theanompi.models.zoo import int_list_check, is_int, is_number, parse_int_list, subset
 
 if TYPE_CHECKING:
@@ -109,14 +111,11 @@ class WGAN:
     EPS = 1e-6
 
     def __init__(self, config):
-        from theanompi.models.data.digits import load_digits_split
-
         self.config = config
         self.hp = self.validate_options(config.model_options)
         self.n_epochs = self.hp["n_epochs"]
         self.floatX = pytensor.config.floatX
         (xt, yt), (xv, yv) = load_digits_split(flat=True, dtype=self.floatX)
-        from theanompi.models.data.base import ShardedArrayData
 
         self.data = ShardedArrayData(*subset(xt, yt, self.hp["train_size"]), *subset(xv, yv, self.hp["val_size"]),
                                      self.hp["batch_size"], config.rank, config.size, config.seed)
@@ -193,9 +192,8 @@ class WGAN:
             flat_c = pt.concatenate([g.ravel() for g in g_critic] + [pt.zeros((n_gen,), dtype=self.floatX)])
             flat_g = pt.concatenate([pt.zeros((self.n_critic_flat,), dtype=self.floatX), *(g.ravel() for g in g_gen)])
             for phase, flat in (("critic", flat_c), ("gen", flat_g)):
-                # pytensor.function takes Out outputs; its annotation says Variable only
-                self._fns[f"{phase}_grad"] = pytensor.function(
-                    inputs, [pytensor.Out(flat.astype(self.floatX), borrow=True), w_est, gap])  # type: ignore[list-item]
+                outputs = [pytensor.Out(flat.astype(self.floatX), borrow=True), w_est, gap]
+                self._fns[f"{phase}_grad"] = pytensor.function(inputs, outputs)
             vector = pt.vector("update", dtype=self.floatX)
             pieces, start = [], 0
             for p, size in zip(self.params, self.sizes):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import types
 
 import numpy as np
+import pytensor
 
 from theanompi.multiverso import api
 from theanompi.multiverso.tables import ArrayTableHandler
@@ -37,8 +38,6 @@ def mv_shared(*args, **kwargs):
     Collective: every worker must create its mv_shared variables in the same order.
     The master's initial value is the common starting point (others fetch it).
     """
-    import pytensor
-
     var = pytensor.shared(*args, **kwargs)
     value = np.asarray(var.get_value(borrow=True))
     var._mv_table = ArrayTableHandler(value.size, init_value=value.ravel())
