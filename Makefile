@@ -17,11 +17,12 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/tmlauncher -cfg=launch_session.cfg
 
-# lint runs first, so a new violation fails `make test`: ruff ([tool.ruff] in pyproject.toml) and the layers of the
-# house (import-linter, [tool.importlinter]; ARCHITECTURE.md)
+# lint runs first, so a new violation fails `make test`: ruff ([tool.ruff] in pyproject.toml), the layers of the
+# house (import-linter, [tool.importlinter]; ARCHITECTURE.md) and the types (mypy, [tool.mypy])
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/mypy
 
 test: lint
 	$(BIN)/python -m pytest -q --durations=25 tests

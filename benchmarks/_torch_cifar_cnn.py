@@ -8,11 +8,11 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _ddp_worker import cifar_cnn  # noqa: E402
+from _ddp_worker import cifar_cnn
 
-from theanompi.models.data.synthetic import SyntheticData  # noqa: E402
-from theanompi.models.hyperparams import CHECKS  # noqa: E402
-from theanompi.models.torch_classifier import TorchClassifierModel  # noqa: E402
+from theanompi.models.data.synthetic import SyntheticData
+from theanompi.models.hyperparams import CHECKS
+from theanompi.models.torch_classifier import TorchClassifierModel
 
 
 class TorchCifarCNN(TorchClassifierModel):

@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._op_bench import one_omp_thread, parse_args, time_variants, write_result  # noqa: E402
-from benchmarks.cnn_step_vs_torch import set_threads  # noqa: E402
+from benchmarks._op_bench import one_omp_thread, parse_args, time_variants, write_result
+from benchmarks.cnn_step_vs_torch import set_threads
 
 # (batch, in channels, size, out channels, stride)
 SHAPES = ((128, 3, 32, 32, 1), (128, 32, 16, 64, 1), (128, 16, 32, 16, 1), (128, 32, 16, 32, 1),

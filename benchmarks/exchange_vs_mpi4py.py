@@ -20,7 +20,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _mpi import relaunch_under_mpiexec  # noqa: E402
+from _mpi import relaunch_under_mpiexec
 
 SIZES = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 100 << 20]
 

@@ -146,7 +146,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     set_threads(args.threads)
     if args.child_compile:
-        import theanompi  # noqa: F401  (pytensor configuration, THEANOMPI_CACHE_DIR)
+        import theanompi  # pytensor configuration, THEANOMPI_CACHE_DIR
 
         print(json.dumps(compile_seconds(args.batch)))
         return 0

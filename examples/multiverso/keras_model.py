@@ -7,12 +7,12 @@ import os
 
 os.environ.setdefault("KERAS_BACKEND", "torch")
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
+import keras
+import numpy as np
 
-import theanompi.multiverso as mv  # noqa: E402
-from theanompi.models.data.digits import load_digits_split  # noqa: E402
-from theanompi.multiverso.theano_ext.keras_ext.callbacks import MVCallback  # noqa: E402
+import theanompi.multiverso as mv
+from theanompi.models.data.digits import load_digits_split
+from theanompi.multiverso.theano_ext.keras_ext.callbacks import MVCallback
 
 mv.init()
 keras.utils.set_random_seed(mv.worker_id())  # different initial weights: the callback starts all from the master's

@@ -6,7 +6,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 
-from torch_digits import DigitsCNN  # noqa: E402
+from torch_digits import DigitsCNN
 
 
 class TorchNapper(DigitsCNN):

@@ -27,7 +27,7 @@ me = int(os.environ["OMPI_COMM_WORLD_RANK"])  # the launcher's rank: known befor
 if scenario == "never_init" and me == failing:
     sys.exit(0)  # a non-zero status would make mpiexec end the job itself
 if scenario == "exit_before_init" and me == failing:
-    from mpi4py import MPI  # noqa: F401 - MPI started, then this worker leaves without mv.init
+    from mpi4py import MPI  # MPI started, then this worker leaves without mv.init
 
     sys.exit(0)
 

@@ -7,7 +7,7 @@ import sys
 from conftest import ASSETS
 
 sys.path.insert(0, str(ASSETS))
-from data_api_files import write_cifar, write_mnist_npz  # noqa: E402
+from data_api_files import write_cifar, write_mnist_npz
 
 RANK_SCRIPT = """
 import sys

@@ -27,7 +27,7 @@ from conftest import ASSETS, ROOT, run_launcher, write_cfg
 from theanompi.runtime.records import load_final_params
 
 sys.path.insert(0, str(ASSETS))
-from netns_hosts import TwoHosts  # noqa: E402
+from netns_hosts import TwoHosts
 
 TMLAUNCHER = str(Path(sys.executable).parent / "tmlauncher")
 TWO_HOSTS = "host1:cpu0,cpu1;host2:cpu0,cpu1"

@@ -8,7 +8,7 @@ from conftest import ASSETS, run_launcher, write_cfg
 
 if str(ASSETS) not in sys.path:
     sys.path.insert(0, str(ASSETS))
-import zoo_helpers as zh  # noqa: E402
+import zoo_helpers as zh
 
 ZOO = "theanompi.models.zoo."
 CNN_DIGITS = dict(MODELFILE=ZOO + "cifar10_cnn", MODELCLASS="CifarCNN", MODEL_DATA="digits", MODEL_BATCH_SIZE=32,

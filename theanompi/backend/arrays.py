@@ -33,7 +33,7 @@ def kind(x) -> str:
         return "numpy"
     module = type(x).__module__.split(".", 1)[0]
     if module in ("jax", "jaxlib") and "jax" in sys.modules:
-        import jax
+        import jax  # noqa: PLC0415 - jax is optional: looked at only once loaded
 
         if isinstance(x, jax.Array):
             return "jax"
@@ -63,7 +63,7 @@ def on_gpu(x) -> bool:
 def namespace_of(x) -> ModuleType:
     """The array module of ``x``'s own type: numpy or cupy (jax arrays are never written in place)."""
     if is_cupy(x):
-        import cupy
+        import cupy  # noqa: PLC0415 - cupy is optional (CUDA only)
 
         return cupy
     return np
@@ -72,7 +72,7 @@ def namespace_of(x) -> ModuleType:
 def buffer_namespace(x) -> ModuleType:
     """The module whose mutable buffers can hold ``x``'s values in the same memory: cupy on a GPU, else numpy."""
     if on_gpu(x):
-        import cupy
+        import cupy  # noqa: PLC0415 - cupy is optional (CUDA only)
 
         return cupy
     return np
@@ -109,11 +109,11 @@ def to_jax(x, dtype=None, copy: bool = False):
     memory, so pass ``copy=True`` when the CuPy buffer will be written again);
     NumPy arrays are transferred (always a copy on the device).
     """
-    import jax
-    import jax.numpy as jnp
+    import jax  # noqa: PLC0415 - jax is optional (and ~1 s to import)
+    import jax.numpy as jnp  # noqa: PLC0415 - jax is optional (and ~1 s to import)
 
     if is_cupy(x):
-        import cupy
+        import cupy  # noqa: PLC0415 - cupy is optional (CUDA only)
 
         if dtype is not None and x.dtype != np.dtype(dtype):
             x = x.astype(dtype)

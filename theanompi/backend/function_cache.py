@@ -49,13 +49,24 @@ import os
 import pickle
 import sys
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pytensor
+from pytensor import config
+from pytensor.compile.io import Out
+from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.graph.basic import Apply, Constant, Variable
+from pytensor.graph.destroyhandler import DestroyHandler
+from pytensor.graph.fg import FunctionGraph
+from pytensor.graph.utils import Scratchpad
 
 from theanompi.backend.march_flags import use_remembered_march_flags
 from theanompi.backend.module_preload import module_dirs, preload_modules
+from theanompi.backend.pytensor_config import default_cache_dir
+from theanompi.core.safe_io import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -92,19 +103,37 @@ def describe(value, depth: int = 0) -> str:
         raise Uncacheable("op properties nest too deep")
     if value is None or isinstance(value, bool | int | float | complex | str | bytes):
         return repr(value)
+    if isinstance(value, tuple | list | Mapping | set | frozenset):
+        return _describe_container(value, depth)
+    if isinstance(value, np.dtype | np.generic | np.ndarray):
+        return _describe_numpy(value, depth)
+    return _describe_object(value, depth)
+
+
+def _describe_container(value, depth: int) -> str:
+    """:func:`describe` of a tuple, list, mapping or set: its items described, sets and mappings sorted."""
     if isinstance(value, tuple | list):
         return "(" + ",".join(describe(v, depth + 1) for v in value) + ")"
     if isinstance(value, Mapping):  # pytensor's frozendict too (its cached hash is not part of it)
         items = sorted((describe(k, depth + 1), describe(v, depth + 1)) for k, v in value.items())
         return "{" + ",".join(f"{k}:{v}" for k, v in items) + "}"
-    if isinstance(value, set | frozenset):
-        return "{" + ",".join(sorted(describe(v, depth + 1) for v in value)) + "}"
+    return "{" + ",".join(sorted(describe(v, depth + 1) for v in value)) + "}"
+
+
+def _describe_numpy(value, depth: int) -> str:
+    """:func:`describe` of a NumPy dtype, scalar or array (an array by its dtype, shape and a hash of its data)."""
     if isinstance(value, np.dtype):
         return f"dtype:{value.str}"
     if isinstance(value, np.generic):
         return f"{value.dtype}:{value.item()!r}" if value.shape == () else describe(np.asarray(value), depth)
-    if isinstance(value, np.ndarray):
-        return f"array:{value.dtype.str}:{value.shape}:{hashlib.sha256(np.ascontiguousarray(value)).hexdigest()}"
+    # numpy's stubs make ndarray a Buffer only for Python >= 3.12
+    digest = hashlib.sha256(np.ascontiguousarray(value)).hexdigest()  # type: ignore[arg-type]
+    return f"array:{value.dtype.str}:{value.shape}:{digest}"
+
+
+def _describe_object(value, depth: int) -> str:
+    """:func:`describe` of anything else: a slice, an enum member, a type, a named function, or an object by its
+    ``__props__`` (an op) or its attributes; Uncacheable for lambdas and inner graphs."""
     if isinstance(value, slice):
         return f"slice{describe((value.start, value.stop, value.step), depth + 1)}"
     if isinstance(value, enum.Enum):
@@ -118,6 +147,7 @@ def describe(value, depth: int = 0) -> str:
     if _is_graph_object(value):
         raise Uncacheable(f"an inner graph ({type(value).__name__}) in an op's properties")
     props = getattr(type(value), "__props__", None)
+    fields: Iterable[tuple[str, Any]]
     if props is not None:
         fields = ((name, getattr(value, name)) for name in props)
     elif hasattr(value, "__dict__"):
@@ -133,9 +163,6 @@ def _qualified(obj) -> str:
 
 
 def _is_graph_object(value) -> bool:
-    from pytensor.graph.basic import Apply, Variable
-    from pytensor.graph.fg import FunctionGraph
-
     return isinstance(value, Variable | Apply | FunctionGraph)
 
 
@@ -179,56 +206,20 @@ def graph_signature(inputs: Sequence, outputs: Sequence, updates=None) -> tuple[
 def signature_lines(inputs: Sequence, outputs: Sequence, updates=None) -> tuple[list[str], list]:
     """The text :func:`graph_signature` hashes, one line per root, node, output and update (to compare
     two graphs whose keys differ), and the shared variables in key order."""
-    from pytensor.compile.io import Out
-    from pytensor.compile.sharedvalue import SharedVariable
-    from pytensor.graph.basic import Constant, Variable
-
     if not all(isinstance(v, Variable) and not isinstance(v, SharedVariable | Constant) for v in inputs):
         raise Uncacheable("an input is not a plain symbolic variable")
     outs = [(o.variable, bool(o.borrow)) if isinstance(o, Out) else (o, False) for o in outputs]
     explicit = _pairs(updates)
     updated = {id(target) for target, _ in explicit}
 
-    ids: dict[int, int] = {}
-    shared: list = []
-    lines: list[str] = []
-    input_position = {id(v): k for k, v in enumerate(inputs)}
-
-    def var_id(var) -> int:
-        key = id(var)
-        if key not in ids:
-            if var.owner is not None:
-                raise Uncacheable("a variable was used before its node")  # cannot happen for a DAG
-            if key in input_position:
-                lines.append(f"v{len(ids)}=input{input_position[key]}:{describe(var.type)}")
-            elif isinstance(var, SharedVariable):
-                lines.append(f"v{len(ids)}=shared{len(shared)}:{describe(var.type)}")
-                shared.append(var)
-            elif isinstance(var, Constant):
-                lines.append(f"v{len(ids)}=constant:{describe(var.type)}:{describe(var.data)}")
-            else:
-                raise Uncacheable(f"the graph needs a variable that is not an input: {var}")
-            ids[key] = len(ids)
-        return ids[key]
-
-    def add_graph(roots) -> None:
-        for node in _ordered_nodes(roots):
-            if id(node.outputs[0]) in ids:
-                continue
-            args = ",".join(f"v{var_id(v)}" for v in node.inputs)
-            for out in node.outputs:
-                ids[id(out)] = len(ids)
-            results = ",".join(describe(o.type) for o in node.outputs)
-            lines.append(f"node:{describe(node.op)}({args})->{results}")
-        for var in roots:
-            var_id(var)
-
+    text = _GraphLines(inputs)
+    ids, shared, lines = text.ids, text.shared, text.lines
     for v in inputs:
-        var_id(v)
-    add_graph([v for v, _ in outs] + [value for _, value in explicit])
+        text.var_id(v)
+    text.add_graph([v for v, _ in outs] + [value for _, value in explicit])
     lines.append("outputs:" + ",".join(f"v{ids[id(v)]}{'b' if borrow else ''}" for v, borrow in outs))
     for target, value in explicit:
-        lines.append(f"update:v{var_id(target)}=v{ids[id(value)]}")
+        lines.append(f"update:v{text.var_id(target)}=v{ids[id(value)]}")
     # pytensor.function also applies each shared variable's default_update that no explicit update replaces
     seen = 0
     while seen < len(shared):
@@ -236,10 +227,53 @@ def signature_lines(inputs: Sequence, outputs: Sequence, updates=None) -> tuple[
         seen += 1
         default = getattr(var, "default_update", None)
         if default is not None and id(var) not in updated:
-            add_graph([default])
+            text.add_graph([default])
             lines.append(f"default_update:v{ids[id(var)]}=v{ids[id(default)]}")
     lines.append(environment())
     return lines, shared
+
+
+class _GraphLines:
+    """The lines of :func:`signature_lines` as a graph is walked: every variable numbered once, in order of first
+    use (``ids``), a root line for each input, shared variable and constant, a line per node (``lines``), and the
+    shared variables in that order (``shared``)."""
+
+    def __init__(self, inputs: Sequence):
+        self.ids: dict[int, int] = {}
+        self.shared: list = []
+        self.lines: list[str] = []
+        self.input_position = {id(v): k for k, v in enumerate(inputs)}
+
+    def var_id(self, var) -> int:
+        ids, lines = self.ids, self.lines
+        key = id(var)
+        if key not in ids:
+            if var.owner is not None:
+                raise Uncacheable("a variable was used before its node")  # cannot happen for a DAG
+            if key in self.input_position:
+                lines.append(f"v{len(ids)}=input{self.input_position[key]}:{describe(var.type)}")
+            elif isinstance(var, SharedVariable):
+                lines.append(f"v{len(ids)}=shared{len(self.shared)}:{describe(var.type)}")
+                self.shared.append(var)
+            elif isinstance(var, Constant):
+                lines.append(f"v{len(ids)}=constant:{describe(var.type)}:{describe(var.data)}")
+            else:
+                raise Uncacheable(f"the graph needs a variable that is not an input: {var}")
+            ids[key] = len(ids)
+        return ids[key]
+
+    def add_graph(self, roots) -> None:
+        ids = self.ids
+        for node in _ordered_nodes(roots):
+            if id(node.outputs[0]) in ids:
+                continue
+            args = ",".join(f"v{self.var_id(v)}" for v in node.inputs)
+            for out in node.outputs:
+                ids[id(out)] = len(ids)
+            results = ",".join(describe(o.type) for o in node.outputs)
+            self.lines.append(f"node:{describe(node.op)}({args})->{results}")
+        for var in roots:
+            self.var_id(var)
 
 
 _ENVIRONMENT: list[str] = []
@@ -247,8 +281,6 @@ _ENVIRONMENT: list[str] = []
 
 def environment() -> str:
     """Versions and settings a compiled function depends on besides its graph (computed once per process)."""
-    from pytensor import config
-
     if not _ENVIRONMENT:
         digest = hashlib.sha256()
         root = Path(__file__).resolve().parents[1]  # the theanompi package
@@ -256,8 +288,6 @@ def environment() -> str:
             if path.suffix in (".py", ".h", ".c") and path.is_file():
                 digest.update(str(path.relative_to(root)).encode())
                 digest.update(path.read_bytes())
-        import pytensor
-
         _ENVIRONMENT.append(f"python {sys.version}; numpy {np.__version__}; pytensor {pytensor.__version__}; "
                             f"theanompi source {digest.hexdigest()}")
     flags = "; ".join(f"{name}={getattr(config, name, None)!s}" for name in CONFIG_FLAGS)
@@ -267,8 +297,6 @@ def environment() -> str:
 # ----- the store ---------------------------------------------------------------------------------
 def cache_dir() -> Path:
     """Where the functions are kept: ``<THEANOMPI_CACHE_DIR or ~/.cache/theanompi>/functions``."""
-    from theanompi.backend.pytensor_config import default_cache_dir
-
     return default_cache_dir() / "functions"
 
 
@@ -290,10 +318,6 @@ class _Pickler(pickle.Pickler):
 
     def reducer_override(self, obj):
         """A variable's tag without ``trace`` (where it was created: half the bytes, no use to a loaded function)."""
-        from pytensor.graph.destroyhandler import DestroyHandler
-        from pytensor.graph.fg import FunctionGraph
-        from pytensor.graph.utils import Scratchpad
-
         if isinstance(obj, Scratchpad) and "trace" in obj.__dict__:
             return _new, (type(obj),), {k: v for k, v in obj.__dict__.items() if k != "trace"}
         if type(obj) is FunctionGraph:
@@ -373,8 +397,6 @@ def _load(blob: bytes, shared: list):
 
 def _store(path: Path, maker, shared: list, modules: Sequence[str] = ()) -> None:
     """Write the maker, if every shared input it has is one of ``shared`` (else it is not the graph we keyed)."""
-    from theanompi.core.safe_io import atomic_write
-
     containers = {id(v.container) for v in shared}
     if any(i.shared and id(i.value) not in containers for i in maker.inputs):
         log.debug("function cache: a shared input outside the signature; not stored")
@@ -424,8 +446,6 @@ def cached_function(inputs: Sequence, outputs, updates=None, mode=None, trust_in
     Only the C backend (``mode=None``) is cached; other modes, a disabled cache and
     uncacheable graphs compile as usual.
     """
-    import pytensor
-
     def compile_here():
         return pytensor.function(list(inputs), outputs, updates=updates, mode=mode, trust_input=trust_input)
 

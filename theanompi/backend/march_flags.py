@@ -30,6 +30,12 @@ import os
 import shutil
 from pathlib import Path
 
+import pytensor
+from pytensor.link.c.cmodule import GCC_compiler
+
+from theanompi.backend.pytensor_config import default_cache_dir
+from theanompi.core.safe_io import atomic_write_text
+
 log = logging.getLogger(__name__)
 
 #: the flags this process gave pytensor (or found it had), once known
@@ -106,12 +112,6 @@ def use_remembered_march_flags() -> list[str] | None:
     global _applied
     if _applied is not None:
         return _applied
-    import pytensor
-    from pytensor.link.c.cmodule import GCC_compiler
-
-    from theanompi.backend.pytensor_config import default_cache_dir
-    from theanompi.core.safe_io import atomic_write_text
-
     config = pytensor.config
     path = flags_file(default_cache_dir(), config.cxx, config.gcc__cxxflags, pytensor.__version__)
     if path is None:
@@ -119,11 +119,11 @@ def use_remembered_march_flags() -> list[str] | None:
     if GCC_compiler.march_flags is None:
         remembered = _read_flags(path)
         if remembered is not None:
-            GCC_compiler.march_flags = remembered
+            GCC_compiler.march_flags = remembered  # type: ignore[assignment]  # pytensor declares it `= None`
             _applied = remembered
             return remembered
         GCC_compiler.compile_args()  # pytensor's own detection (sets GCC_compiler.march_flags)
-    flags = list(GCC_compiler.march_flags or [])
+    flags: list[str] = list(GCC_compiler.march_flags or [])
     if _read_flags(path) != flags:
         try:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -39,13 +39,14 @@ import pickle
 import time
 from collections.abc import Iterable
 
+import pytensor
+from pytensor.link.c import cmodule
+
 log = logging.getLogger(__name__)
 
 
 def module_dirs(fn) -> list[str]:
     """The compile-directory entries (directory names) of the C modules ``fn``'s thunks run."""
-    import pytensor
-
     compiledir = os.path.realpath(pytensor.config.compiledir)
     found = []
     for thunk in getattr(fn.vm, "thunks", ()):
@@ -61,9 +62,6 @@ def module_dirs(fn) -> list[str]:
 
 def _module_cache_without_refresh():
     """pytensor's module cache; created here without the full refresh when it does not exist yet."""
-    import pytensor
-    from pytensor.link.c import cmodule
-
     if cmodule._module_cache is None:
         cache = cmodule.ModuleCache(pytensor.config.compiledir, do_refresh=False)
         cmodule._module_cache = cache
@@ -81,7 +79,12 @@ def _clean_up_if_refreshed(cache) -> None:
 
 def _register(cache, root: str) -> bool:
     """Register the module in ``root`` as ``ModuleCache.refresh`` would; False if it is not usable."""
-    from pytensor.link.c.cmodule import KeyData, get_safe_part, last_access_time, module_name_from_dir
+    from pytensor.link.c.cmodule import (  # noqa: PLC0415 - pytensor internals: preload_modules catches a move
+        KeyData,
+        get_safe_part,
+        last_access_time,
+        module_name_from_dir,
+    )
 
     key_pkl = os.path.join(root, "key.pkl")
     try:
@@ -90,7 +93,7 @@ def _register(cache, root: str) -> bool:
             return False  # pytensor no longer uses it (and may delete it)
         with open(key_pkl, "rb") as f:
             key_data = pickle.load(f)
-    except Exception as err:  # noqa: BLE001  (as pytensor's refresh: an unreadable entry is skipped)
+    except Exception as err:  # as pytensor's refresh: an unreadable entry is skipped
         log.debug("module preload: skipping %s (%s)", root, err)
         return False
     if not isinstance(key_data, KeyData) or key_data.get_entry() != entry:
@@ -120,15 +123,14 @@ def preload_modules(names: Iterable[str]) -> int:
     """
     try:
         return _preload(list(names))
-    except Exception as err:  # noqa: BLE001  (an internal of pytensor moved: fall back to pytensor's own lookup)
+    except Exception as err:  # an internal of pytensor moved: fall back to pytensor's own lookup
         log.warning("module preload: pytensor's module cache is not what this version expects (%s: %s); "
                     "pytensor will read its whole compile directory", type(err).__name__, err)
         return 0
 
 
 def _preload(names: list[str]) -> int:
-    import pytensor
-    from pytensor.compile.compilelock import lock_ctx
+    from pytensor.compile.compilelock import lock_ctx  # noqa: PLC0415 - internals: preload_modules catches a move
 
     cache = _module_cache_without_refresh()
     compiledir = str(pytensor.config.compiledir)

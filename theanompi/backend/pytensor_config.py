@@ -29,6 +29,7 @@ Example
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import logging
 import os
@@ -59,7 +60,7 @@ def blas_ldflags() -> str:
     correct but slow) when the wheel is not installed.
     """
     try:
-        import scipy_openblas32
+        import scipy_openblas32  # noqa: PLC0415 - optional: without the wheel, NumPy's BLAS
     except ImportError:
         log.warning("scipy-openblas32 is not installed; pytensor will use slow NumPy BLAS")
         return ""
@@ -101,7 +102,8 @@ IDLE_THREAD_SETTINGS = {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_THREAD_TIMEOUT":
 
 def usable_cpu_features() -> dict[str, bool]:
     """NumPy's view of the CPU: instruction sets the CPU reports *and* the OS enables."""
-    from numpy._core._multiarray_umath import __cpu_features__
+    # numpy's own OpenBLAS reads the thread settings chosen here as it loads: numpy is imported only when needed
+    from numpy._core._multiarray_umath import __cpu_features__  # noqa: PLC0415 - numpy after BLAS settings
 
     return dict(__cpu_features__)
 
@@ -154,9 +156,7 @@ def choose_idle_thread_waiting(environ=os.environ) -> dict[str, str]:
 def openblas_corename() -> str | None:
     """The kernel family the BLAS pytensor links against runs with (loads it), or None without the wheel."""
     try:
-        import ctypes
-
-        import scipy_openblas32
+        import scipy_openblas32  # noqa: PLC0415 - optional: without the wheel, NumPy's BLAS
     except ImportError:
         return None
     libdir = Path(scipy_openblas32.get_lib_dir())
@@ -228,7 +228,7 @@ def ensure_pytensor_configured(cache_dir: Path | None = None, floatx: str = "flo
         configure_pytensor(cache_dir, floatx)
         return []
     os.environ["PYTENSORRC"] = str(write_pytensorrc(cache_dir, floatx))  # for child processes
-    from pytensor import config
+    from pytensor import config  # noqa: PLC0415 - no pytensor at the launcher's import
 
     changed = []
     for name, wanted in live_settings(floatx).items():

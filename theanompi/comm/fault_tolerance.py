@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TypeVar, cast
+
+from theanompi.core.errors import SessionError
 
 log = logging.getLogger("theanompi")
 T = TypeVar("T")
@@ -36,7 +38,7 @@ T = TypeVar("T")
 
 def is_process_failure(err: BaseException) -> bool:
     """True for the MPI errors that mean "a peer process has died"."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 - importing mpi4py starts MPI
 
     if not isinstance(err, MPI.Exception):
         return False
@@ -48,7 +50,7 @@ def acknowledge_failures(comm) -> list[int]:
 
     After this, wildcard receives (``ANY_SOURCE``) on ``comm`` work again.
     """
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 - importing mpi4py starts MPI
 
     comm.Ack_failed()
     failed = comm.Get_failed()
@@ -71,24 +73,22 @@ def resilient(comm, operation: Callable[[object], T], what: str) -> tuple[T, obj
         ok = 1
         try:
             result = operation(comm)
-        except Exception as err:  # noqa: BLE001 - only process failures are recovered
+        except Exception as err:  # only process failures are recovered
             if not is_process_failure(err):
                 raise
             ok, result = 0, None
         try:
             ok = comm.Agree(ok)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             if not is_process_failure(err):
                 raise
             comm.Ack_failed()
             ok = comm.Agree(ok)  # the agreed value is uniform even when a failure is reported
         if ok:
-            return result, comm
+            return cast(T, result), comm  # every rank's operation returned (T may include None)
         before = comm.size
         failed = acknowledge_failures(comm)
         if 0 in failed:
-            from theanompi.core.errors import SessionError
-
             raise SessionError(f"{what}: rank 0 of the workers (the one that writes the records) was lost; "
                                "the session cannot carry on without it")
         comm.Revoke()
@@ -120,7 +120,7 @@ class SurvivorsComm:
 
     def lost(self) -> list[int]:
         """Ranks of the original communicator that are no longer in the current one."""
-        from mpi4py import MPI
+        from mpi4py import MPI  # noqa: PLC0415 - importing mpi4py starts MPI
 
         kept = MPI.Group.Translate_ranks(self._comm.Get_group(), list(range(self._comm.size)),
                                          self._original.Get_group())

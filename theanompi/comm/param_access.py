@@ -32,6 +32,7 @@ True
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -43,7 +44,7 @@ def is_torch_tensor(var) -> bool:
     """True for a ``torch.Tensor`` (without importing torch when the model did not)."""
     if "torch" not in sys.modules or not any(c.__module__.startswith("torch") for c in type(var).__mro__):
         return False  # (a user's Parameter subclass still has torch's classes in its MRO)
-    import torch
+    import torch  # noqa: PLC0415 - only once a model loaded torch
 
     return isinstance(var, torch.Tensor)
 
@@ -52,7 +53,7 @@ def is_shared_variable(var) -> bool:
     """True for a pytensor shared variable."""
     if "pytensor" not in sys.modules:
         return False
-    from pytensor.compile.sharedvalue import SharedVariable
+    from pytensor.compile.sharedvalue import SharedVariable  # noqa: PLC0415 - only once a model loaded pytensor
 
     return isinstance(var, SharedVariable)
 
@@ -101,7 +102,7 @@ class TorchTensorAccess:
     def value(var):
         data = var.detach()
         if data.is_cuda:
-            import cupy
+            import cupy  # noqa: PLC0415 - cupy is optional (CUDA only)
 
             return cupy.from_dlpack(data)  # shares the tensor's memory (not run here: no GPU)
         return data.numpy()
@@ -142,7 +143,7 @@ def access_for(var):
     raise TypeError(f"{type(var).__name__} is neither a pytensor shared variable nor a torch.Tensor")
 
 
-def current_value(var):
+def current_value(var: Any) -> Any:
     """``var``'s value in its own memory, not copied (NumPy, CuPy or jax array): read it, don't keep it."""
     return access_for(var).value(var)
 

@@ -95,7 +95,7 @@ def parse_devices(spec: str | list[str] | tuple[str, ...]) -> list[Device]:
 def count_local_gpus() -> int:
     """Number of CUDA GPUs visible here (0 without CuPy or without a GPU); never raises."""
     try:
-        import cupy
+        import cupy  # noqa: PLC0415 - cupy is optional (CUDA only)
     except ImportError:
         return 0
     try:

@@ -42,16 +42,18 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from theanompi.core.errors import ConfigError
+
+_Number = TypeVar("_Number", int, float)
 
 
 class InvalidValue(ValueError):
     """Raised by a parser; its message says what is allowed."""
 
 
-def _number(value: Any, cast) -> Any:
+def _number(value: Any, cast: Callable[[str], _Number]) -> _Number | None:
     """``cast(value)`` for ints/floats and their text, None for anything else (bools included)."""
     if isinstance(value, bool):
         return None

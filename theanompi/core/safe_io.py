@@ -27,11 +27,15 @@ import os
 import pickle
 import threading
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from theanompi.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from _typeshed import StrPath
 
 _BUILTINS = {"dict", "list", "tuple", "set", "frozenset", "str", "bytes", "bytearray", "int", "float",
              "complex", "bool", "NoneType", "range", "slice"}
@@ -55,7 +59,7 @@ class UnsafeFileError(ConfigError):
 UnsafePickleError = UnsafeFileError  # the name the data loaders use
 
 
-def _type_of_none(obj=None, *rest):
+def _type_of_none(obj: object = None, *rest: object) -> type[None]:
     if obj is not None or rest:
         raise UnsafeFileError("refusing to unpickle a call of 'builtins.type' other than type(None)")
     return type(None)
@@ -91,12 +95,13 @@ class RestrictedUnpickler(pickle.Unpickler):
     refusing to unpickle 'evil.pkl': it references the global 'posix.s
     """
 
-    def __init__(self, file, source: str = "<pickle>", allowed=None, encoding: str = "ASCII"):
+    def __init__(self, file: IO[bytes], source: str = "<pickle>", allowed: Iterable[tuple[str, str]] | None = None,
+                 encoding: str = "ASCII") -> None:
         super().__init__(file, encoding=encoding)
         self.source = source
         self.allowed = SAFE_GLOBALS if allowed is None else frozenset(allowed)
 
-    def find_class(self, module: str, name: str):
+    def find_class(self, module: str, name: str) -> Any:
         if (module, name) == ("builtins", "type") and ("builtins", "NoneType") in self.allowed:
             return _type_of_none  # pickle spells NoneType as type(None)
         if (module, name) in self.allowed:
@@ -104,11 +109,11 @@ class RestrictedUnpickler(pickle.Unpickler):
         raise UnsafeFileError(f"refusing to unpickle {self.source!r}: it references the global '{module}.{name}' "
                               "(only containers, numbers, strings and numpy arrays are allowed)")
 
-    def persistent_load(self, pid):
+    def persistent_load(self, pid: object) -> NoReturn:
         raise UnsafeFileError(f"refusing to unpickle {self.source!r}: it uses a persistent id ({pid!r})")
 
 
-def restricted_loads(data: bytes, source: str = "<pickle>", allowed=None):
+def restricted_loads(data: bytes, source: str = "<pickle>", allowed: Iterable[tuple[str, str]] | None = None) -> Any:
     """``pickle.loads`` that resolves only ``allowed`` globals (default :data:`SAFE_GLOBALS`)."""
     return RestrictedUnpickler(io.BytesIO(bytes(data)), source=source, allowed=allowed).load()
 
@@ -117,9 +122,9 @@ _HICKLE_LOCK = threading.Lock()  # hickle's module-level pickle is swapped while
 
 
 @contextmanager
-def _hickle_uses_restricted_pickle(source: str):
-    import hickle.hickle
-    import hickle.lookup
+def _hickle_uses_restricted_pickle(source: str) -> Iterator[None]:
+    import hickle.hickle  # noqa: PLC0415 - hickle loads h5py: only when a file is read
+    import hickle.lookup  # noqa: PLC0415 - hickle loads h5py: only when a file is read
 
     shim = types.SimpleNamespace(**{k: getattr(pickle, k) for k in dir(pickle) if not k.startswith("__")})
     shim.loads = lambda data, **kw: restricted_loads(data, source)
@@ -132,9 +137,9 @@ def _hickle_uses_restricted_pickle(source: str):
             hickle.hickle.pickle, hickle.lookup.pickle = saved
 
 
-def load_hickle(path) -> object:
+def load_hickle(path: StrPath) -> object:
     """``hickle.load`` without arbitrary unpickling; ConfigError for a missing, corrupt or unsafe file."""
-    import hickle
+    import hickle  # noqa: PLC0415 - hickle loads h5py: only when a file is read
 
     path = Path(path)
     if not path.is_file():
@@ -143,7 +148,7 @@ def load_hickle(path) -> object:
         with _hickle_uses_restricted_pickle(str(path)):
             return hickle.load(str(path))
     except Exception as err:  # hickle wraps everything in ValueError; find our refusal in the chain
-        cause = err
+        cause: BaseException | None = err
         while cause is not None:
             if isinstance(cause, UnsafeFileError):
                 raise UnsafeFileError(str(cause)) from None
@@ -152,7 +157,7 @@ def load_hickle(path) -> object:
         raise ConfigError(f"{path}: not a readable hickle file ({type(err).__name__}: {str(err)[:200]})") from None
 
 
-def atomic_write(path, write: Callable[[Path], object]) -> Path:
+def atomic_write(path: StrPath, write: Callable[[Path], object]) -> Path:
     """Replace ``path`` by what ``write(tmp)`` writes to a temporary path beside it, then a rename.
 
     Readers see the old file or the new one, never a partial one. The temporary
@@ -179,7 +184,7 @@ def atomic_write(path, write: Callable[[Path], object]) -> Path:
     return path
 
 
-def atomic_write_text(path, text: str) -> Path:
+def atomic_write_text(path: StrPath, text: str) -> Path:
     """Replace ``path``'s contents by ``text`` (see :func:`atomic_write`).
 
     Example
@@ -192,8 +197,8 @@ def atomic_write_text(path, text: str) -> Path:
     return atomic_write(path, lambda tmp: tmp.write_text(text))
 
 
-def save_hickle_atomically(obj, path) -> Path:
+def save_hickle_atomically(obj: object, path: StrPath) -> Path:
     """Write ``obj`` with hickle to ``path`` (never half-written: :func:`atomic_write`)."""
-    import hickle
+    import hickle  # noqa: PLC0415 - hickle loads h5py: only when a file is read
 
     return atomic_write(path, lambda tmp: hickle.dump(obj, str(tmp), mode="w"))

@@ -1,7 +1,7 @@
 """``lasagne.nonlinearities``: :mod:`theanompi.models.layers.nonlinearities` re-exported (plus Lasagne's aliases)."""
 
 from theanompi.lasagne._unported import unported_names
-from theanompi.models.layers.nonlinearities import *  # noqa: F401,F403
+from theanompi.models.layers.nonlinearities import *  # noqa: F403
 from theanompi.models.layers.nonlinearities import ScaledTanH
 from theanompi.models.layers.nonlinearities import __all__ as _ours
 

@@ -9,7 +9,7 @@ True
 
 from theanompi.lasagne._unported import unported_names
 from theanompi.models.layers.base import create_param
-from theanompi.models.layers.utils import *  # noqa: F401,F403
+from theanompi.models.layers.utils import *  # noqa: F403
 from theanompi.models.layers.utils import __all__ as _ours
 from theanompi.models.layers.utils import as_expression
 

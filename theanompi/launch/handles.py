@@ -40,9 +40,10 @@ class Session:
     rule: ClassVar[type[Rule] | None] = None
 
     def __init__(self, rule: type[Rule] | None = None):
-        self._rule = rule or type(self).rule
-        if self._rule is None:
+        rule = rule or type(self).rule
+        if rule is None:
             raise TypeError("Session() needs a rule, e.g. Session(theanompi.rules.BSP) or theanompi.BSP()")
+        self._rule: type[Rule] = rule
         self.spec: SessionSpec | None = None
         self.run: MpiexecRun | None = None
 

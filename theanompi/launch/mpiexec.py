@@ -19,6 +19,7 @@ Example
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import queue
@@ -31,12 +32,17 @@ import sys
 import threading
 from collections import Counter, deque
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 from theanompi.core.errors import ConfigError
 from theanompi.session.rank_status import lost_ranks, read_failures
 from theanompi.session.remote import RemoteRanks, remote_spec_options
 from theanompi.session.spec import RankSpec
 from theanompi.session.watchdog import stall_report
+
+if TYPE_CHECKING:
+    from theanompi.session.run_dir import RunDirClaim
 
 log = logging.getLogger(__name__)
 
@@ -104,9 +110,9 @@ def mpiexec_command(ranks: list[RankSpec], spec_path: str, bind: str, mpiexec: s
             argv += ["--host", host, *remote_spec_options(spec_path)]
         elif slots:
             argv += ["--host", here]
-        env = {"OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}
+        env = {"OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads)}
         if rank.device.is_cuda:
-            env["CUDA_VISIBLE_DEVICES"] = rank.device.index
+            env["CUDA_VISIBLE_DEVICES"] = str(rank.device.index)
             # JAX would otherwise grab 75 % of the GPU at start-up: allocate on demand and leave
             # a quarter to CuPy buffers and NCCL (the user's own settings win).
             for key, value in (("XLA_PYTHON_CLIENT_PREALLOCATE", "false"), ("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.75")):
@@ -137,7 +143,7 @@ class Interrupted(KeyboardInterrupt):
         self.signal_name = signal_name
 
 
-def raise_interrupted(signum: int, frame) -> None:
+def raise_interrupted(signum: int, frame: FrameType | None) -> None:
     """Signal handler (e.g. for SIGTERM) that stops a waiting :class:`MpiexecRun`, naming the signal."""
     raise Interrupted(signal.Signals(signum).name)
 
@@ -149,15 +155,15 @@ def _terminate_with_parent() -> None:
     :func:`spawn`'s long-lived thread, never by the caller's (which may be a short-lived one).
     """
     try:
-        import ctypes
-
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except (OSError, AttributeError):  # not Linux: Ctrl-C/SIGTERM handling still applies
         pass
 
 
-_spawn_requests: queue.Queue = queue.Queue()
+#: what :func:`spawn`'s thread hands back: the process, or what Popen raised
+_SpawnReply = queue.Queue[tuple[subprocess.Popen[Any] | None, BaseException | None]]
+_spawn_requests: queue.Queue[tuple[tuple[Any, ...], dict[str, Any], _SpawnReply]] = queue.Queue()
 _spawner: threading.Thread | None = None
 _spawner_lock = threading.Lock()
 
@@ -167,11 +173,11 @@ def _serve_spawn_requests() -> None:
         args, kwargs, reply = _spawn_requests.get()
         try:
             reply.put((subprocess.Popen(*args, **kwargs), None))
-        except BaseException as err:  # noqa: BLE001 - handed back to the caller
+        except BaseException as err:  # handed back to the caller
             reply.put((None, err))
 
 
-def spawn(*args, **kwargs) -> subprocess.Popen:
+def spawn(*args: Any, **kwargs: Any) -> subprocess.Popen[Any]:
     """``subprocess.Popen(*args, **kwargs)`` run by one daemon thread that lives as long as the process.
 
     Example
@@ -184,11 +190,12 @@ def spawn(*args, **kwargs) -> subprocess.Popen:
         if _spawner is None or not _spawner.is_alive():
             _spawner = threading.Thread(target=_serve_spawn_requests, name="theanompi-spawner", daemon=True)
             _spawner.start()
-    reply: queue.Queue = queue.Queue(maxsize=1)
+    reply: _SpawnReply = queue.Queue(maxsize=1)
     _spawn_requests.put((args, kwargs, reply))
     proc, err = reply.get()
     if err is not None:
         raise err
+    assert proc is not None
     return proc
 
 
@@ -199,7 +206,8 @@ class MpiexecRun:
     launcher) ends every rank through one ``killpg``.
     """
 
-    def __init__(self, argv: list[str], run_dir: Path, ranks: list[RankSpec], claim=None, stall_grace: float = 1.5):
+    def __init__(self, argv: list[str], run_dir: Path, ranks: list[RankSpec], claim: RunDirClaim | None = None,
+                 stall_grace: float = 1.5):
         self.run_dir = Path(run_dir)
         self.ranks = ranks
         #: the run directory's lock (``theanompi.session.run_dir.RunDirClaim``), released when the session ends
@@ -220,7 +228,9 @@ class MpiexecRun:
         self._pump.start()
 
     def _pump_stderr(self) -> None:
-        for line in self.proc.stderr:
+        stderr = self.proc.stderr
+        assert stderr is not None  # spawned with stderr=PIPE
+        for line in stderr:
             line = line.replace("\x00", "")  # Open MPI's help output can carry NUL bytes
             if not line.strip() or self.remote.feed(line):
                 continue

@@ -83,8 +83,9 @@ def plan_session(request: SessionRequest) -> tuple[SessionSpec, list[RankSpec]]:
         configure_pytensor()  # the model module may import pytensor: same cache and backend
     model_cls = load_model_class(request.modelfile, request.modelclass, cwd)
     check_model_class(model_cls)
-    if callable(getattr(model_cls, "validate_options", None)):
-        model_cls.validate_options(request.model_options)
+    validate_options = getattr(model_cls, "validate_options", None)
+    if callable(validate_options):
+        validate_options(request.model_options)
     options, notes = rule.adapt_to_model(model_cls, options, request.given)
     ranks = rule.launch_ranks(devices, options)
     options = resolve_paths(rule.name, options, cwd)

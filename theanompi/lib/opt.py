@@ -45,8 +45,10 @@ Example
 from __future__ import annotations
 
 import numpy as np
+import pytensor
 
 from theanompi.core.errors import ContractError
+from theanompi.models.current_config import current
 
 #: parameter names Theano-MPI steps locally and never exchanges (batch-norm scale and shift)
 LOCAL_PARAM_NAMES = ("gamma", "beta")
@@ -60,15 +62,11 @@ def step_shape(k: int, session_sync_type: str | None) -> str:
 
 
 def _session_sync_type():
-    from theanompi.models.current_config import current
-
     config = current()
     return None if config is None else (config.sync_type or "local")
 
 
 def _zeros_like(param, name: str):
-    import pytensor
-
     value = param.get_value(borrow=True)
     return pytensor.shared(np.zeros_like(value), name=f"{name}_{param.name}")
 
@@ -124,12 +122,12 @@ def _updaters(model, momentum: bool, nesterov: bool, k: int):
     return before, after
 
 
-def BSP_SGD(model, k: int = 1):  # noqa: N802 - Theano-MPI's name
+def BSP_SGD(model, k: int = 1):  # Theano-MPI's name
     """Plain SGD updates ``(before_exchange, after_exchange)`` for ``model`` (see the module doc)."""
     return _updaters(model, momentum=False, nesterov=False, k=k)
 
 
-def BSP_MSGD(model, use_nesterov_momentum: bool, k: int = 1):  # noqa: N802 - Theano-MPI's name
+def BSP_MSGD(model, use_nesterov_momentum: bool, k: int = 1):  # Theano-MPI's name
     """Momentum SGD updates ``(before_exchange, after_exchange)``; momenta are what is exchanged."""
     return _updaters(model, momentum=True, nesterov=bool(use_nesterov_momentum), k=k)
 

@@ -30,6 +30,8 @@ Example
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
@@ -42,6 +44,10 @@ from theanompi.backend.ops.softmax_inline import inline_softmax  # noqa: F401  (
 from theanompi.comm.fused_params import assign
 from theanompi.models.data.digits import load_digits_split  # noqa: F401  (docstring example)
 from theanompi.models.hyperparams import ClassifierHyperParams
+from theanompi.models.layers import sync_running_stats
+
+if TYPE_CHECKING:
+    from pytensor.tensor.variable import TensorVariable
 
 
 class ClassifierModel(ClassifierHyperParams):
@@ -131,7 +137,8 @@ class ClassifierModel(ClassifierHyperParams):
             check_jax_device(self.config.device)
         self.sync_type = sync_type
         loss, error = self.loss_and_error()
-        grads = pytensor.grad(self.regularised(loss), self.params)
+        # a list of params in, a list of tensors out (pytensor.grad's annotation is a union for every wrt)
+        grads = cast("list[TensorVariable]", pytensor.grad(self.regularised(loss), self.params))
         inputs = [self.x, self.y]
         if sync_type == "cdd":
             flat = pt.concatenate([g.ravel() for g in grads]).astype(self.floatX)
@@ -193,8 +200,6 @@ class ClassifierModel(ClassifierHyperParams):
     def sync_state(self, comm) -> None:
         """Pool batch-norm running statistics over the workers (collective; see the layers' BN policy)."""
         if self.network is not None:
-            from theanompi.models.layers import sync_running_stats
-
             sync_running_stats(self.network, comm)
 
     def cleanup(self) -> None:

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from theanompi.comm.param_access import check_params
 from theanompi.core.errors import ContractError
 from theanompi.core.session_options import SessionOptions
 
@@ -153,7 +154,6 @@ def check_model_instance(model: Any, sync_type: str | None = None) -> None:
     if not isinstance(params, (list, tuple)) or not params:
         raise ContractError(f"ModelClass {name!r}: 'params' must be a non-empty list of shared variables "
                             "or torch tensors")
-    from theanompi.comm.param_access import check_params
 
     check_params(params, f"ModelClass {name!r}")
     data = getattr(model, "data", None)

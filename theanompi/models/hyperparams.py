@@ -20,11 +20,14 @@ theanompi.core.errors.ConfigError: ClassifierHyperParams: model option momentum=
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from theanompi.core.errors import ConfigError
 from theanompi.core.options import InvalidValue, predicate_parser
 from theanompi.models.data.base import ShardedArrayData
+
+if TYPE_CHECKING:
+    from theanompi.models.contract import WorkerConfig
 
 
 def _positive_int(v):
@@ -55,6 +58,9 @@ class ClassifierHyperParams:
     defaults: dict[str, Any] = {"batch_size": 32, "lr": 0.05, "momentum": 0.9, "weight_decay": 0.0, "n_epochs": 10}
     #: Extra per-option parsers of subclasses (name -> parser raising InvalidValue, theanompi.core.options' style).
     checks: dict[str, Callable[[Any], Any]] = {}
+    #: set by the subclass's ``__init__`` (see above)
+    config: WorkerConfig
+    hp: dict[str, Any]
 
     @classmethod
     def validate_options(cls, model_options: dict[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import os
 import sys
 from pathlib import Path
 
+from theanompi import lasagne_alias
 from theanompi.core.errors import ConfigError
 
 #: Optional libraries a ModelClass may build on -> the theanompi extra that installs the tested version.
@@ -53,15 +54,13 @@ def import_model_module(modelfile: str, cwd: str | None = None):
 
 def _import_model_module(modelfile: str, cwd: str | None):
     try:
-        import mpi4py
+        import mpi4py  # noqa: PLC0415 - the launcher imports this module: no mpi4py
 
         mpi4py.rc.initialize = False  # a model module importing mpi4py.MPI must not start MPI here
         mpi4py.rc.finalize = False
     except ImportError:
         pass
-    from theanompi import lasagne_alias as alias
-
-    alias.install()  # Lasagne-zoo model files `import lasagne`: theanompi.lasagne when Lasagne is absent
+    lasagne_alias.install()  # Lasagne-zoo model files `import lasagne`: theanompi.lasagne when Lasagne is absent
     base = Path(cwd or os.getcwd())
     if modelfile.endswith(".py"):
         path = Path(modelfile) if Path(modelfile).is_absolute() else base / modelfile

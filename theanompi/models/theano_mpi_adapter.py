@@ -41,6 +41,7 @@ import numpy as np
 from theanompi.comm.fused_params import FlatLayout, assign
 from theanompi.core.errors import ConfigError, ContractError
 from theanompi.core.session_options import SessionOptions
+from theanompi.models.contract import WorkerConfig
 
 log = logging.getLogger("theanompi")
 
@@ -86,7 +87,7 @@ class TheanoMPIModel:
     True
     """
 
-    def __init__(self, model, config):
+    def __init__(self, model: Any, config: WorkerConfig) -> None:
         self.model = model
         self.config = config
         self.sync_type: str | None = None
@@ -180,6 +181,7 @@ class TheanoMPIModel:
 
     def _vels_vector(self) -> np.ndarray:
         layout = self._layout
+        assert layout is not None, "compile_iter_fns('cdd') lays the vector out"
         vector = np.zeros(layout.total, dtype=self.model.params[0].dtype)
         for i, vel, _ in self._vel_slots:
             vector[layout.offsets[i]:layout.offsets[i + 1]] = np.asarray(vel.get_value(borrow=True)).ravel()
@@ -188,6 +190,7 @@ class TheanoMPIModel:
     def apply_update(self, vector_sum) -> None:
         """Store the workers' summed ``vels`` in ``vels2``; the model's next step applies them."""
         layout = self._layout
+        assert layout is not None, "compile_iter_fns('cdd') lays the vector out"
         total = np.asarray(vector_sum)
         for i, _, vel2 in self._vel_slots:
             part = total[layout.offsets[i]:layout.offsets[i + 1]].reshape(layout.shapes[i])

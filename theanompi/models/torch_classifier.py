@@ -60,6 +60,10 @@ import numpy as np
 import torch  # absolute import: the real PyTorch, not this module
 
 from theanompi.backend import arrays
+from theanompi.comm.fused_params import FlatLayout
+from theanompi.comm.param_access import assign, host_copy
+from theanompi.core.devices import parse_devices
+from theanompi.core.errors import ContractError
 from theanompi.models.hyperparams import ClassifierHyperParams
 from theanompi.session.recorder import Recorder  # noqa: F401  (docstring example)
 
@@ -74,8 +78,6 @@ def set_intra_op_threads() -> int:
 
 def torch_device(device: str) -> torch.device:
     """The torch device of a theanompi device name: ``cudaN`` -> the rank's GPU (pinned by CUDA_VISIBLE_DEVICES)."""
-    from theanompi.core.devices import parse_devices
-
     return torch.device("cuda", 0) if parse_devices(device)[0].is_cuda else torch.device("cpu")
 
 
@@ -127,8 +129,6 @@ class TorchClassifierModel(ClassifierHyperParams):
     # ----- compile --------------------------------------------------------------------
     def compile_iter_fns(self, sync_type: str | None = None) -> None:
         """Point every param's ``.grad`` into one flat buffer (the ``cdd`` update vector); nothing to compile."""
-        from theanompi.core.errors import ContractError
-
         self.sync_type = sync_type
         dtypes = sorted({str(p.dtype) for p in self.params})
         if len(dtypes) != 1:
@@ -187,7 +187,7 @@ class TorchClassifierModel(ClassifierHyperParams):
     def update_vector(self):
         """The flat gradient as an array sharing its memory: NumPy on a CPU, CuPy (DLPack) on a GPU."""
         if self.flat_grad.is_cuda:
-            import cupy
+            import cupy  # noqa: PLC0415 - cupy is optional (CUDA only)
 
             return cupy.from_dlpack(self.flat_grad)
         return self.flat_grad.numpy()
@@ -230,9 +230,6 @@ class TorchClassifierModel(ClassifierHyperParams):
 
         One allreduce of one float64 buffer (``comm.allreduce``, as the pytensor layers' BN sync does).
         """
-        from theanompi.comm.fused_params import FlatLayout
-        from theanompi.comm.param_access import assign, host_copy
-
         buffers = [b for b in self.network.buffers() if b.is_floating_point()]
         if not buffers:
             return

@@ -60,12 +60,13 @@ IGNORED_FLAGS = ("omp_threads", "allocator_alignment", "allocator_type", "logtos
 class _Session:
     """One running session: communicators, the client, the server thread (worker 0) and the defaults of new tables."""
 
-    def __init__(self, world, comm, client, server_thread, sync: bool, updater: str, lr: float, momentum: float):
+    def __init__(self, world, comm, client, server_thread, sync: bool, updater: str, lr: float, momentum: float,
+                 guard: SessionGuard):
         self.world, self.comm, self.client, self.server_thread = world, comm, client, server_thread
         self.sync, self.updater, self.lr, self.momentum = sync, updater, lr, momentum
         self.next_table = 0
         self.barriers = 0
-        self.guard = None
+        self.guard = guard
 
     def new_table_id(self) -> int:
         self.next_table += 1
@@ -133,7 +134,7 @@ def init(sync=False, updater: str | None = None, lr: float | None = None, moment
         sync, args = False, list(sync) + list(args or [])
     flags = parse_flags(args or [])
     sync = _parsed(f"sync={sync!r}", boolean, flags.get("sync", sync))
-    chosen = UPDATER_ALIASES.get(updater, updater) or flags.get("updater", "add")
+    chosen = (updater and UPDATER_ALIASES.get(updater, updater)) or flags.get("updater", "add")
     chosen = _parsed(f"updater={chosen!r}", choice(*UPDATERS), chosen)
     if lr is None:
         lr = 1.0 if updater is None and flags.get("updater") == "sgd" else 0.1
@@ -144,10 +145,10 @@ def init(sync=False, updater: str | None = None, lr: float | None = None, moment
 
 
 def _start(sync: bool, updater: str, lr: float, momentum: float, timeout: float) -> _Session:
-    MPI = start_mpi(timeout)  # noqa: N806 - mpi4py's module name
+    MPI = start_mpi(timeout)  # mpi4py's module name
 
-    from theanompi.comm.ps.client import PSClient
-    from theanompi.comm.ps.server import TableServer
+    from theanompi.comm.ps.client import PSClient  # noqa: PLC0415 - imports mpi4py, which starts MPI: at mv.init
+    from theanompi.comm.ps.server import TableServer  # noqa: PLC0415 - imports mpi4py, which starts MPI: at mv.init
 
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         raise RuntimeError("theanompi.multiverso needs an MPI library with MPI_THREAD_MULTIPLE")
@@ -160,8 +161,8 @@ def _start(sync: bool, updater: str, lr: float, momentum: float, timeout: float)
         server_thread = threading.Thread(target=serve_or_abort, args=(server, world), name="theanompi-ps",
                                          daemon=True)
         server_thread.start()
-    state = _Session(world, comm, PSClient(comm, [0]), server_thread, sync, updater, lr, momentum)
-    state.guard = SessionGuard(world, close_alone=shutdown)
+    state = _Session(world, comm, PSClient(comm, [0]), server_thread, sync, updater, lr, momentum,
+                     guard=SessionGuard(world, close_alone=shutdown))
     state.guard.install()
     return state
 

@@ -79,7 +79,7 @@ def start_mpi(timeout: float):
 
 
 def _mpi_init_waits_for_every_worker_to_call_mv_init():  # the name is the message of a start-up timeout
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 - importing mpi4py starts MPI (the function is named for a hang there)
 
     return MPI
 
@@ -155,7 +155,7 @@ def serve_or_abort(server, world) -> None:
     """Run ``server.serve()``; if the server thread fails, abort every worker instead of leaving them waiting."""
     try:
         server.serve()
-    except BaseException as exc:  # noqa: BLE001 - whatever stops the server would hang every worker
+    except BaseException as exc:  # whatever stops the server would hang every worker
         traceback.print_exc()
         abort_all(world, f"the parameter server (a thread of worker {world.rank}) failed with "
                          f"{type(exc).__name__}: {exc}")

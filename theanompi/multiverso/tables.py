@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from theanompi.comm.ps.updaters import UPDATERS
+from theanompi.multiverso import api
 from theanompi.multiverso.api import session
 
 DTYPE = np.float32
@@ -55,8 +56,6 @@ class _TableHandler:
             self._table_set(self._shaped(init_value, None, "init_value"))
 
     def _check(self):
-        from theanompi.multiverso import api
-
         if api._state is not self._session:
             raise RuntimeError("this table belongs to a multiverso session that was shut down")
 

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from theanompi.backend.arrays import to_host
+from theanompi.comm.fault_tolerance import SurvivorsComm
 from theanompi.core.devices import Device
 from theanompi.core.errors import ConfigError
 from theanompi.core.session_options import ASGDOptions, SessionOptions
@@ -73,7 +74,7 @@ class ASGD(Rule):
     @classmethod
     def run_rank(cls, ctx: RankContext) -> None:
         options = ctx.options_as(ASGDOptions)
-        role_comm = ctx.role_comm()
+        role_comm: Any = ctx.role_comm()  # an MPI.Comm, or the SurvivorsComm wrapping it (below)
         if ctx.role == "server":
             servers = ctx.ranks_with_role("server")
             ACTIVITY.enter("serving the tables")
@@ -83,15 +84,13 @@ class ASGD(Rule):
                         tolerate_lost_clients=options.on_worker_loss == "continue").serve()
         else:
             if options.on_worker_loss == "continue":
-                from theanompi.comm.fault_tolerance import SurvivorsComm
-
                 role_comm = SurvivorsComm(role_comm, "ASGD workers")
             ASGDWorker.create(ctx, role_comm).run()
 
 
 def _watched_table_server() -> type:
     """TableServer whose requests are progress for the watchdog (imported here: mpi4py starts MPI on import)."""
-    from theanompi.comm.ps.server import TableServer
+    from theanompi.comm.ps.server import TableServer  # noqa: PLC0415 - imports mpi4py, which starts MPI
 
     class WatchedTableServer(TableServer):
         def handle(self, source: int) -> None:
@@ -179,6 +178,7 @@ class ASGDWorker(WorkerLoop[ASGDOptions]):
 
     def step(self, count: int) -> None:
         if self.sync_type == SyncType.CDD:
+            assert self.accumulated is not None  # made for cdd
             with self.recorder.timer("calc"):
                 # the model's vector may be a jax array (COMPUTE=jax): the servers take host buffers
                 np.add(self.accumulated, to_host(self.model.train_iter(count, self.recorder)), out=self.accumulated)

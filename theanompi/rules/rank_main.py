@@ -14,11 +14,16 @@ import os
 import sys
 import traceback
 
+from theanompi.backend.pytensor_config import configure_pytensor
 from theanompi.core.errors import ConfigError
+from theanompi.core.log import setup_logging
+from theanompi.models.loader import theano_era_hint
+from theanompi.rules import get_rule
 from theanompi.runtime.rank_context import RankContext
 from theanompi.session.rank_status import status_path, write_status
 from theanompi.session.remote import load_rank_spec, report_to_launcher
 from theanompi.session.spec import SessionSpec
+from theanompi.session.watchdog import Watchdog
 
 log = logging.getLogger("theanompi")
 
@@ -32,8 +37,6 @@ def _disk_full_hint(err: BaseException) -> str | None:
 
 
 def _fail(spec: SessionSpec, rank: int, who: str, err: BaseException) -> None:
-    from theanompi.models.loader import theano_era_hint
-
     hint = theano_era_hint(err) or _disk_full_hint(err)
     line = f"{who}: {type(err).__name__}: {err}" + (f" ({hint})" if hint else "")
     line = line.replace("\n", " ")
@@ -59,32 +62,25 @@ def main(argv: list[str] | None = None) -> int:
     role, device = spec.ranks[rank]["role"], spec.ranks[rank]["device"]
     who = f"rank {rank} ({role} on {device})"
 
-    from theanompi.backend.pytensor_config import configure_pytensor
-
     configure_pytensor()
     os.chdir(spec.cwd)
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 - importing mpi4py starts MPI: once pytensor is configured
 
     comm = MPI.COMM_WORLD
     write_status(spec.run_dir, rank, "pid", str(os.getpid()))  # lets tools (and tests) find each rank
     report_to_launcher(spec, rank, "started")
-    from theanompi.core.log import setup_logging
 
     options = spec.options
     setup_logging(comm.rank, options.log_level)
     if options.watchdog:  # every phase of every rank, from here on
-        from theanompi.session.watchdog import Watchdog
-
         Watchdog(options.watchdog, status_path(spec.run_dir, rank, "stall"), who,
                  build_timeout=options.watchdog_build).start()
     try:
-        from theanompi.rules import get_rule
-
         ctx = RankContext(spec=spec, rank=comm.rank, role=role, device=device, comm=comm)
         get_rule(spec.rule).run_rank(ctx)
         write_status(spec.run_dir, rank, "done", "ok")  # the watchdog's reports no longer count
         report_to_launcher(spec, rank, "done")
-    except BaseException as err:  # noqa: BLE001 - any failure must end every rank
+    except BaseException as err:  # any failure must end every rank
         _fail(spec, rank, who, err)
         comm.Abort(1)
     return 0

@@ -5,8 +5,6 @@ Example
 -------
 >>> from theanompi.core.session_options import EASGDOptions
 >>> from theanompi.session.spec import SessionSpec
-
-OptionsT = TypeVar("OptionsT", bound=SessionOptions)
 >>> spec = SessionSpec(rule="EASGD", devices=["cpu0"], modelfile="m", modelclass="C", options=EASGDOptions(),
 ...                    ranks=[{"role": "server", "device": "cpu0"}, {"role": "worker", "device": "cpu0"}])
 >>> ctx = RankContext(spec=spec, rank=1, role="worker", device="cpu0", comm=None)
@@ -17,10 +15,13 @@ OptionsT = TypeVar("OptionsT", bound=SessionOptions)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from theanompi.core.session_options import SessionOptions
 from theanompi.session.spec import SessionSpec
+
+if TYPE_CHECKING:  # the launcher imports no mpi4py (tests/test_light_imports.py)
+    from mpi4py import MPI
 
 OptionsT = TypeVar("OptionsT", bound=SessionOptions)
 
@@ -33,7 +34,7 @@ class RankContext:
     rank: int
     role: str
     device: str
-    comm: object  # mpi4py communicator of the whole session (COMM_WORLD)
+    comm: MPI.Intracomm  # mpi4py communicator of the whole session (COMM_WORLD)
 
     @property
     def options(self) -> SessionOptions:
@@ -51,7 +52,7 @@ class RankContext:
         """Session ranks playing ``role`` ('worker', 'server', ...), ascending."""
         return [i for i, r in enumerate(self.spec.ranks) if r["role"] == role]
 
-    def role_comm(self):
+    def role_comm(self) -> MPI.Comm:
         """A communicator of the ranks sharing this rank's role (collective over the session)."""
         roles = sorted({r["role"] for r in self.spec.ranks})
         return self.comm.Split(roles.index(self.role), self.rank)

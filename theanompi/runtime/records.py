@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,12 +24,15 @@ from theanompi.comm.param_access import host_copy
 from theanompi.core.safe_io import atomic_write
 from theanompi.session.watchdog import ACTIVITY
 
+if TYPE_CHECKING:
+    from theanompi.session.recorder import Recorder
+
 log = logging.getLogger("theanompi")
 
 
-def allreduce_sums(comm, values: list[float]) -> np.ndarray:
+def allreduce_sums(comm: Any, values: list[float]) -> np.ndarray:
     """Element-wise sum of a short list of floats over ``comm``."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 - importing mpi4py starts MPI
 
     mine = np.asarray(values, dtype=np.float64)
     total = np.empty_like(mine)
@@ -37,7 +41,7 @@ def allreduce_sums(comm, values: list[float]) -> np.ndarray:
     return total
 
 
-def validate(model, recorder, comm) -> dict[str, float]:
+def validate(model: Any, recorder: Recorder, comm: Any) -> dict[str, float]:
     """Run every validation batch on this rank; metrics averaged over all ranks' samples."""
     ACTIVITY.enter("validation")
     for count in range(model.data.n_batch_val):
@@ -59,7 +63,7 @@ def validate(model, recorder, comm) -> dict[str, float]:
     return metrics
 
 
-def train_metrics(recorder, comm) -> dict[str, float]:
+def train_metrics(recorder: Recorder, comm: Any) -> dict[str, float]:
     """Epoch training loss/error averaged over all ranks' samples, and the sample count."""
     loss_sum, err_sum, n = allreduce_sums(comm, recorder.train_sums())
     return {"train_loss_all": loss_sum / max(n, 1), "train_error_all": err_sum / max(n, 1), "train_samples": int(n)}
@@ -104,9 +108,9 @@ class Progress:
         return {"epoch_s": epoch_s, "samples_per_s": rate, "elapsed_s": elapsed}
 
 
-def save_final_params(params, run_dir: Path) -> Path:
+def save_final_params(params: Iterable[Any], run_dir: Path | str) -> Path:
     """Rank 0 writes the final parameters (param order) to ``RUN_DIR/final_params.npz``."""
-    arrays = {f"p{i:03d}": host_copy(p) for i, p in enumerate(params)}
+    arrays: dict[str, Any] = {f"p{i:03d}": host_copy(p) for i, p in enumerate(params)}
     return atomic_write(Path(run_dir) / "final_params.npz", lambda tmp: np.savez(tmp, **arrays))
 
 
@@ -116,7 +120,7 @@ def load_final_params(run_dir: Path) -> list[np.ndarray]:
         return [data[k] for k in sorted(data.files)]
 
 
-def epoch_metrics(model, recorder, comm, epoch: int, progress: Progress | None) -> dict[str, Any]:
+def epoch_metrics(model: Any, recorder: Recorder, comm: Any, epoch: int, progress: Progress | None) -> dict[str, Any]:
     """One epoch's record: training metrics and validation (both over ``comm``'s ranks) and, where
     ``progress`` is given (the rank that prints), the progress line's timings."""
     metrics: dict[str, Any] = train_metrics(recorder, comm)
@@ -127,7 +131,7 @@ def epoch_metrics(model, recorder, comm, epoch: int, progress: Progress | None) 
     return metrics
 
 
-def end_session(model, recorder, run_dir: Path | str | None, summary: dict[str, Any] | None,
+def end_session(model: Any, recorder: Recorder, run_dir: Path | str | None, summary: dict[str, Any] | None,
                 final_model: bool = True, plots: bool = True) -> None:
     """The last steps of a rank: where ``summary`` is given, write it into ``summary.json`` -- with
     ``final_model`` also save the model's params as the final model, add the final accuracy to the
@@ -140,6 +144,7 @@ def end_session(model, recorder, run_dir: Path | str | None, summary: dict[str, 
     """
     if summary is not None and final_model:
         ACTIVITY.enter("writing the final model")
+        assert run_dir is not None, "end_session: the final model needs run_dir"
         last = recorder.epochs[-1]
         path = save_final_params(model.params, run_dir)
         recorder.write_summary({

@@ -74,7 +74,7 @@ class WorkerLoop(Generic[OptionsT]):
         """Rule hook, the last step before training: agreement checks, the common start, the rule's state."""
 
     # checkpoints -----------------------------------------------------------------------
-    def state_vars(self) -> list:
+    def state_vars(self) -> list[Any]:
         """The model's checkpointed extra state (``model.state_vars``, e.g. optimizer velocities)."""
         return list(getattr(self.model, "state_vars", []))
 
@@ -127,7 +127,7 @@ class WorkerLoop(Generic[OptionsT]):
             })
             log.info("checkpoint: %s", path)
 
-    def check_finite(self, flat, what: str) -> None:
+    def check_finite(self, flat: Any, what: str) -> None:
         """Raise NonFiniteError naming this rank and the parameter if ``flat`` holds NaN/Inf (CHECK_FINITE)."""
         if not self.options.check_finite:
             return

@@ -107,8 +107,8 @@ def load_newest_intact(path) -> tuple[Path, dict]:
         except ConfigError as err:
             errors.append((candidate, err))
             continue
-        for skipped, err in errors:
+        for skipped, reason in errors:
             log.warning("RESUME=%r: skipped the damaged checkpoint %s (%s); resuming from %s",
-                        str(path), skipped, err, candidate)
+                        str(path), skipped, reason, candidate)
         return candidate, payload
     raise errors[0][1]

@@ -36,10 +36,10 @@ def read_epochs(run_dir: Path) -> list[dict]:
 
 
 def _pyplot():
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 - the launcher loads this module: matplotlib only to draw
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - the launcher loads this module: matplotlib only to draw
 
     return plt
 
@@ -78,7 +78,7 @@ def _draw_series(ax, xs, ys, many: bool, **style) -> None:
 
 def plot_curves(run_dir: Path, epochs: list[dict]) -> Path:
     plt = _pyplot()
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import MaxNLocator  # noqa: PLC0415 - the launcher loads this module: matplotlib only to draw
 
     many = len(epochs) > MANY_EPOCHS
     x_epoch = [e["epoch"] + 1 for e in epochs]
@@ -128,7 +128,7 @@ def _time_parts(recs: list[dict]) -> dict[str, list[float]]:
 
 
 def _draw_epoch_times(ax, recs: list[dict], parts: dict[str, list[float]]) -> None:
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import MaxNLocator  # noqa: PLC0415 - the launcher loads this module: matplotlib only to draw
 
     x = [r["epoch"] + 1 for r in recs]
     styles = [(key, label, colour) for key, label, colour in TIME_PARTS if key in parts]

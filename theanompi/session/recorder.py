@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from theanompi.core.safe_io import atomic_write_text
+from theanompi.session.plots import plot_run
 from theanompi.session.watchdog import ACTIVITY
 
 TIMERS = ("calc", "comm", "wait")
@@ -92,7 +93,13 @@ class Recorder:
         self._timers = {k: _Timer(self, k) for k in TIMERS}
         self._open_kinds: list[str] = []  # kinds of the timers now open, innermost last
         if self.write:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self._files_dir.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def _files_dir(self) -> Path:
+        """``run_dir``, where a writing recorder's files go (``write`` is only true with one)."""
+        assert self.run_dir is not None
+        return self.run_dir
 
     def timer(self, kind: str) -> _Timer:
         """Context manager adding the block's wall time (minus nested timers) to ``kind``."""
@@ -198,7 +205,7 @@ class Recorder:
 
     def _flush_iterations(self) -> None:
         if self._pending:
-            with open(self.run_dir / "iterations.jsonl", "a") as f:
+            with open(self._files_dir / "iterations.jsonl", "a") as f:
                 for i, calc, comm, wait, warmup in self._pending:
                     row = {"iteration": i, "calc": round(calc, 6), "comm": round(comm, 6), "wait": round(wait, 6)}
                     f.write(json.dumps({**row, "compile": True} if warmup else row) + "\n")
@@ -235,7 +242,7 @@ class Recorder:
         self._epoch_times = {k: 0.0 for k in TIMERS}
         self._epoch_phases = {k: 0.0 for k in PHASES}
         if self.write:
-            with open(self.run_dir / "epochs.jsonl", "a") as f:
+            with open(self._files_dir / "epochs.jsonl", "a") as f:
                 f.write(json.dumps(record) + "\n")
             self._flush_iterations()
         return record
@@ -247,11 +254,9 @@ class Recorder:
             return
         self._flush_iterations()
         summary = {**summary, "compile_s": summary.get("compile_s", round(self.totals["compile"], 6))}
-        atomic_write_text(self.run_dir / "summary.json", json.dumps(summary, indent=2))
+        atomic_write_text(self._files_dir / "summary.json", json.dumps(summary, indent=2))
         if plots:
             try:
-                from theanompi.session.plots import plot_run
-
                 plot_run(self.run_dir)
             except Exception as err:  # a plot must never fail a training run
                 log.warning("plots of %s not drawn: %s", self.run_dir, err)
@@ -304,7 +309,6 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1 or not Path(argv[0]).is_dir():
         sys.stderr.write("usage: python -m theanompi.session.recorder RUN_DIR (a directory with epochs.jsonl)\n")
         return 2
-    from theanompi.session.plots import plot_run
 
     paths = plot_run(argv[0])
     if not paths:

@@ -10,7 +10,7 @@ import pytest
 from conftest import ASSETS
 
 sys.path.insert(0, str(ASSETS))
-from cifar_format import Py2Pickler, official_bytes  # noqa: E402,F401
+from cifar_format import Py2Pickler, official_bytes  # noqa: F401
 
 from theanompi.core.errors import ConfigError
 from theanompi.models.data.cifar10 import (

@@ -15,16 +15,16 @@ import pytest
 from conftest import ASSETS, ROOT
 
 sys.path.insert(0, str(ASSETS))
-from cifar_format import Py2Pickler  # noqa: E402
-from data_api_files import cifar_bytes, write_cifar, write_mnist_npz  # noqa: E402
+from cifar_format import Py2Pickler
+from data_api_files import cifar_bytes, write_cifar, write_mnist_npz
 
-from theanompi.core.errors import ConfigError  # noqa: E402
-from theanompi.core.safe_io import UnsafeFileError, load_hickle  # noqa: E402
-from theanompi.models.contract import WorkerConfig  # noqa: E402
-from theanompi.models.current_config import set_current  # noqa: E402
-from theanompi.models.data import Cifar10_data, ImageNet_data  # noqa: E402
-from theanompi.models.data.mnist import MNIST_data  # noqa: E402
-from theanompi.models.data.utils import crop_and_mirror, unpickle  # noqa: E402
+from theanompi.core.errors import ConfigError
+from theanompi.core.safe_io import UnsafeFileError, load_hickle
+from theanompi.models.contract import WorkerConfig
+from theanompi.models.current_config import set_current
+from theanompi.models.data import Cifar10_data, ImageNet_data
+from theanompi.models.data.mnist import MNIST_data
+from theanompi.models.data.utils import crop_and_mirror, unpickle
 
 
 @pytest.fixture(autouse=True)

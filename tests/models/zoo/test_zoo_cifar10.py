@@ -12,7 +12,7 @@ from theanompi.models.zoo.cifar10_cnn import CifarCNN
 
 if str(ASSETS) not in sys.path:
     sys.path.insert(0, str(ASSETS))
-import zoo_helpers as zh  # noqa: E402
+import zoo_helpers as zh
 
 
 @pytest.fixture(scope="module")

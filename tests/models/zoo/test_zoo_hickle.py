@@ -15,7 +15,7 @@ from theanompi.models.zoo.vgg import VGG
 
 if str(ASSETS) not in sys.path:
     sys.path.insert(0, str(ASSETS))
-import zoo_helpers as zh  # noqa: E402
+import zoo_helpers as zh
 
 # 3x36x36 images cropped to 32x32, 4 classes, narrow layers
 ALEXNET = dict(input_size=32, n_classes=4, widths="8,16,16,16,16", fc_width=32, lr=0.02)

@@ -16,7 +16,7 @@ from theanompi.models.zoo.lstm import LSTMClassifier
 
 if str(ASSETS) not in sys.path:
     sys.path.insert(0, str(ASSETS))
-import zoo_helpers as zh  # noqa: E402
+import zoo_helpers as zh
 
 
 def test_registry_names_importable_contract_classes():

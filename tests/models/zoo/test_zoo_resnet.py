@@ -14,7 +14,7 @@ from theanompi.models.zoo.resnet import ChannelPadShortcut, ResNet, ResNet20, Re
 
 if str(ASSETS) not in sys.path:
     sys.path.insert(0, str(ASSETS))
-import zoo_helpers as zh  # noqa: E402
+import zoo_helpers as zh
 
 
 def build(cls, **options):

@@ -20,6 +20,7 @@ import numbers
 from pathlib import Path
 
 import pytensor.tensor as pt
+from pytensor.tensor.blas import ldflags
 from pytensor.tensor.type import TensorType
 
 FLOAT_DTYPES = ("float32", "float64")
@@ -139,26 +140,16 @@ class BlasCFlagsMixin:
 
     @staticmethod
     def has_blas() -> bool:
-        from pytensor.tensor.blas import ldflags
-
         return len(ldflags()) > 0
 
     def c_libraries(self, **kwargs):
-        from pytensor.tensor.blas import ldflags
-
         return ldflags()
 
     def c_compile_args(self, **kwargs):
-        from pytensor.tensor.blas import ldflags
-
         return ldflags(libs=False, flags=True)
 
     def c_lib_dirs(self, **kwargs):
-        from pytensor.tensor.blas import ldflags
-
         return ldflags(libs=False, libs_dir=True)
 
     def c_header_dirs(self, **kwargs):
-        from pytensor.tensor.blas import ldflags
-
         return ldflags(libs=False, include_dir=True)

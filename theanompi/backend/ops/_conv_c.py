@@ -24,6 +24,8 @@ True
 
 from __future__ import annotations
 
+from pytensor.tensor.blas_headers import blas_header_text, blas_header_version
+
 from theanompi.backend.ops._common import c_source_hash, read_c_source
 
 #: Bump to force a rebuild (the cache key also holds a hash of the C text in csrc/).
@@ -35,15 +37,11 @@ BIAS_SUPPORT_CODE = read_c_source("conv2d_bias.h")
 
 def support_code() -> str:
     """BLAS prototypes plus the conv kernels (identical for all three ops)."""
-    from pytensor.tensor.blas_headers import blas_header_text
-
     return blas_header_text() + _KERNELS
 
 
 def cache_version() -> tuple:
     """Compile-cache key component for the conv ops' C code."""
-    from pytensor.tensor.blas_headers import blas_header_version
-
     return (C_CODE_VERSION, c_source_hash(_KERNELS), *blas_header_version())
 
 

@@ -16,13 +16,18 @@ from __future__ import annotations
 
 import logging
 
+from theanompi.backend.ops.batch_norm import BatchNormInfer, BatchNormTrain, BatchNormTrainGrad
+from theanompi.backend.ops.conv import Conv2d, Conv2dGradBias, Conv2dGradInputs, Conv2dGradWeights
+from theanompi.backend.ops.momentum import MomentumSGD
+from theanompi.backend.ops.pool import Pool2d, Pool2dGrad
+
 log = logging.getLogger(__name__)
 
 _registered = False
 
 
 def _lax_conv(stride, pad):
-    import jax
+    import jax  # noqa: PLC0415 - jax is optional (and ~1 s to import)
 
     padding = [(pad[0], pad[0]), (pad[1], pad[1])]
 
@@ -36,8 +41,8 @@ def _lax_conv(stride, pad):
 
 
 def _lax_pool(pool_size, stride, pad, mode):
-    import jax
-    import jax.numpy as jnp
+    import jax  # noqa: PLC0415 - jax is optional (and ~1 s to import)
+    import jax.numpy as jnp  # noqa: PLC0415 - jax is optional (and ~1 s to import)
 
     window = (1, 1, *pool_size)
     strides = (1, 1, *stride)
@@ -56,7 +61,7 @@ def _lax_pool(pool_size, stride, pad, mode):
 
 
 def _bn_forward(epsilon):
-    import jax.numpy as jnp
+    import jax.numpy as jnp  # noqa: PLC0415 - jax is optional (and ~1 s to import)
 
     def batch_norm_train(x, gamma, beta):
         axes = (0,) + tuple(range(2, x.ndim))
@@ -75,23 +80,22 @@ def register() -> bool:
     if _registered:
         return True
     try:
-        import jax
-        from pytensor.link.jax.dispatch import jax_funcify
+        import jax  # noqa: F401,PLC0415 - jax is optional (and ~1 s to import): only the JAX mode registers
+        from pytensor.link.jax.dispatch import jax_funcify  # noqa: PLC0415 - imports jax
     except Exception as exc:  # ImportError without jax; anything else means a broken jax
         log.debug("JAX dispatch for theanompi ops not registered: %s", exc)
         return False
+    _register_conv(jax_funcify)
+    _register_pool(jax_funcify)
+    _register_batch_norm(jax_funcify)
+    _register_momentum(jax_funcify)
+    _registered = True
+    return True
 
-    import jax.numpy as jnp
 
-    from theanompi.backend.ops.batch_norm import BatchNormInfer, BatchNormTrain, BatchNormTrainGrad
-    from theanompi.backend.ops.conv import (
-        Conv2d,
-        Conv2dGradBias,
-        Conv2dGradInputs,
-        Conv2dGradWeights,
-    )
-    from theanompi.backend.ops.momentum import MomentumSGD
-    from theanompi.backend.ops.pool import Pool2d, Pool2dGrad
+def _register_conv(jax_funcify) -> None:
+    import jax  # noqa: PLC0415 - jax is optional (and ~1 s to import)
+    import jax.numpy as jnp  # noqa: PLC0415 - jax is optional (and ~1 s to import)
 
     @jax_funcify.register(Conv2d)
     def _conv2d(op, **kwargs):
@@ -128,6 +132,10 @@ def register() -> bool:
 
         return grad_weights
 
+
+def _register_pool(jax_funcify) -> None:
+    import jax  # noqa: PLC0415 - jax is optional (and ~1 s to import)
+
     @jax_funcify.register(Pool2d)
     def _pool2d(op, **kwargs):
         return _lax_pool(op.pool_size, op.stride, op.pad, op.mode)
@@ -140,6 +148,11 @@ def register() -> bool:
             return jax.vjp(pool, x)[1](gy)[0]
 
         return pool_grad
+
+
+def _register_batch_norm(jax_funcify) -> None:
+    import jax  # noqa: PLC0415 - jax is optional (and ~1 s to import)
+    import jax.numpy as jnp  # noqa: PLC0415 - jax is optional (and ~1 s to import)
 
     @jax_funcify.register(BatchNormTrain)
     def _batch_norm_train(op, **kwargs):
@@ -165,6 +178,8 @@ def register() -> bool:
 
         return batch_norm_infer
 
+
+def _register_momentum(jax_funcify) -> None:
     @jax_funcify.register(MomentumSGD)
     def _momentum_sgd(op, **kwargs):
         n, mu = op.n, op.momentum
@@ -175,6 +190,3 @@ def register() -> bool:
             return tuple(p + v for p, v in zip(params, new_v)) + tuple(new_v)
 
         return momentum_sgd
-
-    _registered = True
-    return True

@@ -125,6 +125,7 @@ def momentum_sgd(params: Sequence, velocities: Sequence, grads: Sequence, lr, mo
     grads = [pt.cast(g, p.dtype) for p, g in zip(params, grads)]
     lr = pt.cast(lr, params[0].dtype) if params else lr
     outs = MomentumSGD(len(params), momentum)(lr, *params, *velocities, *grads)
+    assert isinstance(outs, list)  # two outputs per parameter: never a single variable
     return outs[:len(params)], outs[len(params):]
 
 

@@ -58,7 +58,7 @@ def cuda_aware_mpi() -> bool:
     False when the library lacks the query (other MPIs, Open MPI without the ``cuda``
     extension) or cannot be opened. Call after MPI is initialised (``from mpi4py import MPI``).
     """
-    from mpi4py import MPI  # noqa: F401  (initialises MPI; the query needs it)
+    from mpi4py import MPI  # noqa: F401,PLC0415 - initialises MPI, which the query needs
 
     path = _libmpi_path()
     if not path:
@@ -127,7 +127,7 @@ class CudaMPIExchanger(Exchanger):
 
     def allreduce_sum(self, buf):
         if self.size > 1:
-            from mpi4py import MPI
+            from mpi4py import MPI  # noqa: PLC0415 - importing mpi4py starts MPI
 
             staged = self.staging.sendable(buf)  # buf itself, or a fresh host copy reduced in place
             self.comm.Allreduce(MPI.IN_PLACE, staged, op=MPI.SUM)

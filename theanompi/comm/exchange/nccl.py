@@ -32,13 +32,13 @@ CUDA_EXTRA = "pip install 'theanompi[cuda]'"
 def require_cupy(strategy: str, nccl: bool = False) -> None:
     """ConfigError (one line naming the ``[cuda]`` extra) unless CuPy (and its NCCL, if ``nccl``) loads."""
     try:
-        import cupy  # noqa: F401
+        import cupy  # noqa: F401,PLC0415 - cupy is optional (CUDA only)
     except ImportError:
         raise ConfigError(f"BSP_EXCH_STRATEGY={strategy!r} needs CuPy{' with NCCL' if nccl else ''}; "
                           f"install the [cuda] extra: {CUDA_EXTRA}") from None
     if nccl:
         try:
-            from cupy.cuda import nccl as _nccl
+            from cupy.cuda import nccl as _nccl  # noqa: PLC0415 - cupy is optional (CUDA only)
         except ImportError:
             _nccl = None
         if _nccl is None or not getattr(_nccl, "available", True):
@@ -47,7 +47,7 @@ def require_cupy(strategy: str, nccl: bool = False) -> None:
 
 
 def nccl_dtype(dtype) -> int:
-    from cupy.cuda import nccl
+    from cupy.cuda import nccl  # noqa: PLC0415 - cupy is optional (CUDA only)
 
     table = {"float16": nccl.NCCL_FLOAT16, "float32": nccl.NCCL_FLOAT32, "float64": nccl.NCCL_FLOAT64,
              "int32": nccl.NCCL_INT32, "int64": nccl.NCCL_INT64, "int8": nccl.NCCL_INT8, "uint8": nccl.NCCL_UINT8}
@@ -59,7 +59,7 @@ def nccl_dtype(dtype) -> int:
 
 def check_one_rank_per_gpu(comm, strategy: str) -> None:
     """ConfigError on every rank if two ranks of ``comm`` use the same GPU (NCCL refuses that)."""
-    import cupy
+    import cupy  # noqa: PLC0415 - cupy is optional (CUDA only)
 
     here = (socket.gethostname(), cupy.cuda.Device().pci_bus_id)
     everyone = comm.allgather(here)
@@ -73,7 +73,7 @@ def check_one_rank_per_gpu(comm, strategy: str) -> None:
 
 def nccl_communicator(comm, strategy: str):
     """One NcclCommunicator over the ranks of the mpi4py ``comm`` (collective)."""
-    from cupy.cuda import nccl
+    from cupy.cuda import nccl  # noqa: PLC0415 - cupy is optional (CUDA only)
 
     check_one_rank_per_gpu(comm, strategy)
     uid = nccl.get_unique_id() if comm.Get_rank() == 0 else None
@@ -82,7 +82,7 @@ def nccl_communicator(comm, strategy: str):
 
 
 def _stream() -> int:
-    import cupy
+    import cupy  # noqa: PLC0415 - cupy is optional (CUDA only)
 
     return cupy.cuda.get_current_stream().ptr
 
@@ -92,14 +92,14 @@ class NcclTransport(Transport):
 
     def __init__(self, comm, strategy: str = "nccl16"):
         require_cupy(strategy, nccl=True)
-        import cupy
+        import cupy  # noqa: PLC0415 - cupy is optional (CUDA only)
 
         self.xp = cupy
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self.nccl_comm = nccl_communicator(comm, strategy)  # also with one rank: the same code path
 
     def exchange(self, sends, recvs) -> None:
-        from cupy.cuda import nccl
+        from cupy.cuda import nccl  # noqa: PLC0415 - cupy is optional (CUDA only)
 
         stream = _stream()
         nccl.groupStart()
@@ -126,7 +126,7 @@ class Nccl32Exchanger(Exchanger):
         self.size = self.transport.size
 
     def allreduce_sum(self, buf):
-        from cupy.cuda import nccl
+        from cupy.cuda import nccl  # noqa: PLC0415 - cupy is optional (CUDA only)
 
         ptr = buf.data.ptr
         self.transport.nccl_comm.allReduce(ptr, ptr, buf.size, nccl_dtype(buf.dtype), nccl.NCCL_SUM, _stream())

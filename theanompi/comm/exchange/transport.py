@@ -23,6 +23,8 @@ from types import ModuleType
 
 import numpy as np
 
+from theanompi.comm.exchange.cudampi import MPIStaging
+
 TAG = 6061
 
 
@@ -54,15 +56,13 @@ class MPITransport(Transport):
     """
 
     def __init__(self, comm, xp: ModuleType = np, cuda_aware: bool | None = None):
-        from theanompi.comm.exchange.cudampi import MPIStaging
-
         self.comm = comm.Dup()
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         self.xp = xp
         self.staging = MPIStaging(cuda_aware if xp is not np else False)
 
     def exchange(self, sends, recvs) -> None:
-        from mpi4py import MPI
+        from mpi4py import MPI  # noqa: PLC0415 - importing mpi4py starts MPI (the launcher loads this module)
 
         landing = [(self.staging.receivable(buf), buf) for _, buf in recvs]
         requests = [self.comm.Irecv([into, MPI.BYTE], source=peer, tag=TAG)

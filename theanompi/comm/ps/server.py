@@ -32,10 +32,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
+from theanompi.comm.fault_tolerance import acknowledge_failures, is_process_failure
 from theanompi.comm.ps import protocol as P
 from theanompi.comm.ps.updaters import UPDATERS, make_updater
 from theanompi.core.errors import TheanoMPIError
@@ -55,9 +57,9 @@ class TableShard:
     start: int
     stop: int
     updater_name: str
-    values: np.ndarray = None
+    values: Any = None  # the rows' np.ndarray, and below their Updater: both made by TableServer._create
     version: int = 0
-    updater: object = None
+    updater: Any = None
     gets: dict = field(default_factory=dict)  # client -> gets answered (sync rounds)
     waiting: dict = field(default_factory=dict)  # client -> (n_rows, local rows) of a pending sync get
 
@@ -79,7 +81,7 @@ class TableServer:
         self.sync = sync
         self.tables: dict[int, TableShard] = {}
         self.active = set(self.clients)
-        self.staleness = {c: [] for c in self.clients}
+        self.staleness: dict[int, list[int]] = {c: [] for c in self.clients}
         self.adds = {c: 0 for c in self.clients}
         self.gets = {c: 0 for c in self.clients}
         self.in_barrier: dict[int, int] = {}  # client -> number of the barrier it waits in
@@ -122,6 +124,7 @@ class TableServer:
                 rows = self._recv_rows(source, n_rows)
                 if op in (P.SET, P.ADD):
                     data = self._recv_payload(source, shard, rows)
+                    assert shard is not None  # _recv_payload refused a missing table
                     self._write(shard, op, source, rows, data, version)
                     if flags & P.FLAG_ACK:
                         self._reply(source, P.header(P.OK, table_id, 0, shard.version))
@@ -222,8 +225,6 @@ class TableServer:
 
     def _lose_clients(self, err: BaseException) -> None:
         """A client died mid-session: forget it (if tolerated), else re-raise."""
-        from theanompi.comm.fault_tolerance import acknowledge_failures, is_process_failure
-
         if not (self.tolerate_lost_clients and is_process_failure(err)):
             raise err
         for client in acknowledge_failures(self.comm):

@@ -112,6 +112,9 @@ class DataClass:
 
     n_batch_train: int = 0
     n_batch_val: int = 0
+    #: the training inputs (or their :class:`ArraySpec` where they are not in memory); set by subclasses
+    x_train: np.ndarray | ArraySpec
+    _order: np.ndarray  # the current epoch's training order (set_epoch)
 
     def setup_shards(self, n_train_units: int, n_val_units: int, units_per_batch: int, rank: int, size: int,
                      seed: int, unit: str = "batch_size") -> None:
@@ -128,7 +131,6 @@ class DataClass:
         self.n_batch_train = math.ceil(self.n_train_units / self.global_units)
         self.val_indices = np.array_split(np.arange(self.n_val_units), self.size)[self.rank]
         self.n_batch_val = math.ceil(len(self.val_indices) / self.units_per_batch)
-        self._order = None
         self.set_epoch(0)
 
     # ----- shuffle and shards -----------------------------------------------------------

@@ -201,7 +201,8 @@ def _read_training_files(root: Path, train_size: int | None) -> tuple[np.ndarray
         if train_size is not None and n >= train_size:
             break
         x, y = load_cifar_batch(root / name)
-        xs.append(x), ys.append(y)
+        xs.append(x)
+        ys.append(y)
         n += len(x)
     x_train, y_train = np.concatenate(xs), np.concatenate(ys)
     train_size = _check_size("train_size", train_size, len(x_train))
@@ -302,7 +303,7 @@ TRAIN_FRACTION = 0.8
 SPLIT_STREAM = 1_000_003
 
 
-class Cifar10_data(FileBatchAPI):  # noqa: N801 - Theano-MPI's name
+class Cifar10_data(FileBatchAPI):  # Theano-MPI's name
     """Theano-MPI's CIFAR-10 DataClass: uint8 NCHW file batches from ``MODEL_DATA_DIR``.
 
     Reads ``data_batch_1..5`` from the session's ``MODEL_DATA_DIR`` (Python 2 or

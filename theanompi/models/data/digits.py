@@ -43,7 +43,7 @@ def load_digits_arrays() -> tuple[np.ndarray, np.ndarray]:
     """
     path = digits_file()
     if path is None:
-        from sklearn.datasets import load_digits
+        from sklearn.datasets import load_digits  # noqa: PLC0415 - scikit-learn (~1 s to import): only without the file
 
         bunch = load_digits()
         return bunch.data, bunch.target

@@ -82,7 +82,7 @@ def _required_file(root: Path, names, what: str) -> Path:
                       "labels/train_labels.npy, labels/val_labels.npy, misc/img_mean.npy)")
 
 
-class ImageNet_data(FileBatchAPI, HickleBatchData):  # noqa: N801 - Theano-MPI's name
+class ImageNet_data(FileBatchAPI, HickleBatchData):  # Theano-MPI's name
     """Theano-MPI's ImageNet DataClass: hickle batch files of ``MODEL_DATA_DIR``, sharded by file.
 
     Parameters
@@ -123,6 +123,7 @@ class ImageNet_data(FileBatchAPI, HickleBatchData):  # noqa: N801 - Theano-MPI's
                                  n_classes=N_CLASSES)
         self.channels, self.height, self.width = (int(s) for s in self.train.image_shape)
         std = IMAGENET_STD if self.channels == 3 else (1.0,) * self.channels
+        assert self.mean is not None  # mean_file is required above
         mean = np.broadcast_to(self.mean, self.train.image_shape).astype(np.float32)
         val_files = [str(p) for p in self.val.files] if self.val else []
         val_labels_all = self.val.labels if self.val else np.zeros(0, np.int32)

@@ -128,7 +128,7 @@ def load_mnist(data_dir) -> list:
     raise ConfigError(f"MNIST directory '{root}' holds neither {NPZ_FILE} nor {PICKLE_FILE}")
 
 
-class MNIST_data(ShardedArrayData):  # noqa: N801 - Theano-MPI's name
+class MNIST_data(ShardedArrayData):  # Theano-MPI's name
     """Theano-MPI's MNIST DataClass: ``batch_data(batchsize)``, then ``batches_train``/``batches_val``.
 
     Parameters
@@ -160,7 +160,7 @@ class MNIST_data(ShardedArrayData):  # noqa: N801 - Theano-MPI's name
         (xt, yt), (xv, yv) = pairs[:2]
         img_mean = ((xt.mean(axis=0) + (xv.mean(axis=0) if len(xv) else xt.mean(axis=0))) / 2)[np.newaxis]
         self.rawdata = [xt, yt, xv, yv, img_mean.astype(np.float32)] + [a for pair in pairs[2:] for a in pair]
-        self.batch_size = None
+        self.batch_size = None  # type: ignore[assignment]  # Theano-MPI's API: None until batch_data(batchsize)
 
     def batch_data(self, batchsize: int) -> None:
         """Shard the images for this rank in batches of ``batchsize``; make the two generators.

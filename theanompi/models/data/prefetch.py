@@ -67,6 +67,7 @@ def _worker(loader, jobs: queue.SimpleQueue, results: queue.Queue, shared: _Shar
         if job is None or shared.closed:
             return
         ticket, key = job
+        item: tuple[int, object, BaseException | None]
         if ticket < shared.cancel_before:
             item = (ticket, _SKIPPED, None)
         else:

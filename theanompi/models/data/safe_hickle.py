@@ -65,7 +65,7 @@ def _check_type_pickle(raw: bytes, path: Path, where: str) -> None:
             if isinstance(arg, str) and op.name in ("SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE"):
                 strings.append(arg)
             elif op.name == "GLOBAL":
-                found.append(tuple(arg.split(" ", 1)))
+                found.append(tuple(str(arg).split(" ", 1)))
             elif op.name == "STACK_GLOBAL":
                 found.append(tuple(strings[-2:]))
     except UnsafeHickleError:
@@ -85,7 +85,7 @@ def _pickled(path: Path, where: str) -> UnsafeHickleError:
 
 
 def _hard_child(group, name: str, path: Path):
-    import h5py
+    import h5py  # noqa: PLC0415 - h5py takes ~0.15 s to import: only when a file is read
 
     link = group.get(name, getlink=True)
     if link is None:
@@ -97,7 +97,7 @@ def _hard_child(group, name: str, path: Path):
 
 
 def _numeric(node, path: Path) -> np.ndarray:
-    import h5py
+    import h5py  # noqa: PLC0415 - h5py takes ~0.15 s to import: only when a file is read
 
     if not isinstance(node, h5py.Dataset):
         raise UnsafeHickleError(f"hickle file '{path}': node {node.name!r} is a group where an array was expected")
@@ -108,7 +108,7 @@ def _numeric(node, path: Path) -> np.ndarray:
 
 
 def _v4_base_type(f, node, path: Path) -> str:
-    import h5py
+    import h5py  # noqa: PLC0415 - h5py takes ~0.15 s to import: only when a file is read
 
     attrs = node.attrs
     if "type" not in attrs:
@@ -139,7 +139,7 @@ def _dict_key(name: str, node, path: Path) -> str:
 
 
 def _read_v4_node(f, node, path: Path):
-    import h5py
+    import h5py  # noqa: PLC0415 - h5py takes ~0.15 s to import: only when a file is read
 
     base = _v4_base_type(f, node, path)
     if base == "dict":
@@ -154,7 +154,7 @@ def _read_v4_node(f, node, path: Path):
 
 
 def _read_v3_node(node, path: Path):
-    import h5py
+    import h5py  # noqa: PLC0415 - h5py takes ~0.15 s to import: only when a file is read
 
     kind = _text(node.attrs.get("type", b"pickle"))
     if kind == "pickle":
@@ -199,7 +199,7 @@ def read_hickle(path):
     >>> sorted(d), d["labels"].tolist()
     (['data', 'labels'], [4, 5])
     """
-    import h5py
+    import h5py  # noqa: PLC0415 - h5py takes ~0.15 s to import: only when a file is read
 
     path = Path(path)
     if not path.is_file():

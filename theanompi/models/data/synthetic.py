@@ -113,11 +113,12 @@ class SyntheticData(DataClass):
         self.separation = _number("separation", separation)
         self.noise = _number("noise", noise)
         try:
-            self.dtype = np.dtype(dtype)
+            float_dtype: np.dtype | None = np.dtype(dtype)
         except TypeError:
-            self.dtype = None
-        if self.dtype is None or self.dtype.kind != "f":
+            float_dtype = None
+        if float_dtype is None or float_dtype.kind != "f":
             raise ConfigError(f"dtype={dtype!r} is not allowed; use a floating dtype such as 'float32'")
+        self.dtype = float_dtype
         self.batch_size = batch_size
         self.setup_shards(n_train, n_val, batch_size, rank, size, seed)
 
@@ -127,6 +128,7 @@ class SyntheticData(DataClass):
         self.y_val = self._labels(VAL, n_val)
         n_bytes = (n_train + n_val) * math.prod(self.shape) * self.dtype.itemsize
         self.cached = n_bytes <= CACHE_LIMIT_BYTES if cache is None else bool(cache)
+        self.x_val: np.ndarray | ArraySpec
         if self.cached:
             self.x_train = self._inputs(TRAIN, np.arange(n_train))
             self.x_val = self._inputs(VAL, np.arange(n_val))

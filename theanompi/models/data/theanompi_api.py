@@ -129,7 +129,7 @@ def session_rng(stream: str) -> np.random.Generator:
                           "this process; pass rng=np.random.default_rng(...) or call "
                           "theanompi.models.current_config.set_current(WorkerConfig(...)) first")
     owner, rng = _session_rngs.get(stream, (None, None))
-    if owner is not config:
+    if owner is not config or rng is None:
         key = [int(config.seed), int(config.rank)] + [ord(ch) for ch in stream]
         rng = np.random.default_rng(key)
         _session_rngs[stream] = (config, rng)
@@ -198,10 +198,12 @@ class FileBatchAPI(DataClass):
     def _say(self, message: str, *args) -> None:
         log.log(logging.INFO if self.verbose else logging.DEBUG, message, *args)
 
-    def _require_batches(self, method: str) -> None:
+    def _require_batches(self, method: str) -> list:
+        """The training file batches (ConfigError naming ``method`` before :meth:`batch_data` cut them)."""
         if self.train_img is None:
             raise ConfigError(f"{type(self).__name__}.{method} needs the file batches: call "
                               "batch_data(file_batch_size) first")
+        return self.train_img
 
     # ----- Theano-MPI's calls ---------------------------------------------------------
     def batch_data(self, file_batch_size: int) -> None:
@@ -228,10 +230,10 @@ class FileBatchAPI(DataClass):
 
     def extend_data(self, rank: int, size: int) -> None:
         """Pad the training file batches by wrapping so that ``size`` ranks get ``n_batch_train`` each."""
-        self._require_batches("extend_data")
+        train_img = self._require_batches("extend_data")
         self._bind(rank, size)
-        padded = np.resize(np.arange(len(self.train_img)), self.n_batch_train * self.size)
-        self.train_img_ext = [self.train_img[i] for i in padded]
+        padded = np.resize(np.arange(len(train_img)), self.n_batch_train * self.size)
+        self.train_img_ext = [train_img[i] for i in padded]
         self.train_labels_ext = [self.train_labels[i] for i in padded]
         self.val_img_ext, self.val_labels_ext = list(self.val_img), list(self.val_labels)
 
@@ -274,6 +276,7 @@ class FileBatchAPI(DataClass):
 
     # ----- helpers ----------------------------------------------------------------------
     def _setup(self, rank: int, size: int, epoch: int) -> None:
+        assert self.train_img is not None  # batch_data cut them
         self.setup_shards(len(self.train_img), len(self.val_img), 1, rank, size, self.session_seed,
                           unit="files_per_batch")
         if epoch != self.epoch:
@@ -286,6 +289,7 @@ class FileBatchAPI(DataClass):
             self._setup(int(rank), int(size), self.epoch)
 
     def _shard_train(self) -> None:
+        assert self.train_img is not None  # batch_data cut them
         order = self._order
         self.train_img_shuffle = [self.train_img[i] for i in order]
         self.train_labels_shuffle = [self.train_labels[i] for i in order]

@@ -21,6 +21,7 @@ Example
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections import OrderedDict
 
 import numpy as np
@@ -287,8 +288,6 @@ def set_state_update(shared, update):
     >>> int(step.get_value())
     1
     """
-    import warnings
-
     if (isinstance(shared.type, TensorType) and isinstance(update, pytensor.graph.basic.Variable)
             and update.type != shared.type and shared.type.is_super(update.type)):
         # pytensor.function wants a default update of exactly the shared variable's type: writing the update

@@ -32,7 +32,7 @@ __all__ = [
     "Orthogonal", "Uniform", "get_rng", "set_rng",
 ]
 
-_rng = np.random.default_rng(1234)
+_rng: np.random.Generator | np.random.RandomState = np.random.default_rng(1234)
 
 
 def set_rng(rng) -> None:

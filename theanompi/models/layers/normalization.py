@@ -42,8 +42,11 @@ import numbers
 import numpy as np
 import pytensor.tensor as pt
 
+from theanompi.backend.ops import batch_norm_infer, batch_norm_train
 from theanompi.models.layers import init, nonlinearities
 from theanompi.models.layers.base import Layer, attach_update
+from theanompi.models.layers.dense import NonlinearityLayer
+from theanompi.models.layers.helper import get_all_layers
 
 __all__ = [
     "BatchNormLayer", "LocalResponseNormalization2DLayer", "batch_norm", "get_running_stats", "pool_running_stats",
@@ -187,15 +190,11 @@ class BatchNormLayer(Layer):
 
     def _fused_inference_output(self, input):
         """Output with the running averages through the fused op (one C pass)."""
-        from theanompi.backend.ops import batch_norm_infer
-
         gamma, beta = self._gamma_beta(input)
         return batch_norm_infer(input, gamma, beta, pt.cast(self.mean, input.dtype), pt.cast(self.inv_std, input.dtype))
 
     def _fused_output(self, input, update_averages: bool):
         """Training output through the fused op (one C pass forward, one backward)."""
-        from theanompi.backend.ops import batch_norm_train
-
         dtype = input.dtype
         gamma, beta = self._gamma_beta(input)
         out, batch_mean, batch_inv_std = batch_norm_train(input, gamma, beta, self.epsilon)
@@ -221,8 +220,6 @@ def batch_norm(layer, **kwargs):
     >>> [type(l).__name__ for l in get_all_layers(top)]
     ['DenseLayer', 'BatchNormLayer', 'NonlinearityLayer']
     """
-    from theanompi.models.layers.dense import NonlinearityLayer
-
     nonlinearity = getattr(layer, "nonlinearity", None)
     if nonlinearity is not None:
         layer.nonlinearity = nonlinearities.identity
@@ -244,8 +241,6 @@ def get_running_stats(layer_or_layers):
     >>> [v.name for v in get_running_stats(BatchNormLayer((None, 3)))]
     ['mean', 'inv_std']
     """
-    from theanompi.models.layers.helper import get_all_layers
-
     out = []
     for layer in get_all_layers(layer_or_layers):
         if isinstance(layer, BatchNormLayer):
@@ -290,8 +285,6 @@ def sync_running_stats(layer_or_layers, comm):
     >>> sync_running_stats(net, MPI.COMM_WORLD)             # doctest: +SKIP
     3
     """
-    from theanompi.models.layers.helper import get_all_layers
-
     bn = [lay for lay in get_all_layers(layer_or_layers) if isinstance(lay, BatchNormLayer)]
     if not bn:
         return 0

@@ -162,7 +162,6 @@ class LSTMLayer(MergeLayer):
         if input.ndim > 3:
             input = input.flatten(3)
         dtype = input.dtype
-        n = self.num_units
         input = input.dimshuffle(1, 0, 2)  # (time, batch, features)
         num_batch = input.shape[1]
         W_in = pt.concatenate([getattr(self, f"W_in_to_{g}") for g in GATES], axis=1)
@@ -171,10 +170,32 @@ class LSTMLayer(MergeLayer):
         if self.precompute_input:
             input = pt.dot(input, W_in) + b
         peeps = [getattr(self, f"W_cell_to_{g}") for g in ("ingate", "forgetgate", "outgate")] if self.peepholes else []
+
+        sequences = [input]
+        if mask is not None:
+            sequences.append(mask.dimshuffle(1, 0, "x"))
+        step_fun = self._step_function(len(peeps), dtype, masked=mask is not None)
+        ones = pt.ones((num_batch, 1), dtype=dtype)
+        cell_init = pt.dot(ones, self.cell_init)
+        hid_init = pt.dot(ones, self.hid_init)
+        non_seqs = [W_hid] + peeps
+        if not self.precompute_input:
+            non_seqs += [W_in, b]
+
+        hid_out = self._run_steps(step_fun, sequences, cell_init, hid_init, non_seqs)
+        if self.only_return_final:
+            return hid_out[-1]
+        hid_out = hid_out.dimshuffle(1, 0, 2)
+        if self.backwards:
+            hid_out = hid_out[:, ::-1]
+        return hid_out
+
+    def _step_function(self, n_peeps: int, dtype, masked: bool):
+        """One time step, ``(input_n[, mask_n], cell_prev, hid_prev, W_hid, *peepholes[, W_in, b]) -> [cell, hid]``
+        (a masked step keeps the previous state where the mask is 0)."""
+        n = self.num_units
         nl = self.gate_nonlinearities
         clip = self.grad_clipping
-
-        n_peeps = len(peeps)
 
         def step(input_n, cell_prev, hid_prev, W_hid, *args):
             # Parameters come in as arguments (scan's non_sequences), never from the closure.
@@ -204,18 +225,10 @@ class LSTMLayer(MergeLayer):
             keep = pt.neq(mask_n, 0)
             return [pt.switch(keep, cell, cell_prev), pt.switch(keep, hid, hid_prev)]
 
-        sequences = [input]
-        step_fun = step
-        if mask is not None:
-            sequences.append(mask.dimshuffle(1, 0, "x"))
-            step_fun = step_masked
-        ones = pt.ones((num_batch, 1), dtype=dtype)
-        cell_init = pt.dot(ones, self.cell_init)
-        hid_init = pt.dot(ones, self.hid_init)
-        non_seqs = [W_hid] + peeps
-        if not self.precompute_input:
-            non_seqs += [W_in, b]
+        return step_masked if masked else step
 
+    def _run_steps(self, step_fun, sequences, cell_init, hid_init, non_seqs):
+        """The hidden states of every step, time first: a Python loop (``unroll_scan``) or one scan."""
         if self.unroll_scan:
             steps = range(self.input_shapes[0][1])
             if self.backwards:
@@ -225,15 +238,9 @@ class LSTMLayer(MergeLayer):
             for t in steps:
                 cell, hid = step_fun(*[s[t] for s in sequences], cell, hid, *non_seqs)
                 hids.append(hid)
-            hid_out = pt.stack(hids)
-        else:
-            cell_out, hid_out = pytensor.scan(
-                fn=step_fun, sequences=sequences, outputs_info=[cell_init, hid_init], go_backwards=self.backwards,
-                truncate_gradient=self.gradient_steps, non_sequences=non_seqs, strict=True, return_updates=False,
-            )
-        if self.only_return_final:
-            return hid_out[-1]
-        hid_out = hid_out.dimshuffle(1, 0, 2)
-        if self.backwards:
-            hid_out = hid_out[:, ::-1]
+            return pt.stack(hids)
+        _, hid_out = pytensor.scan(
+            fn=step_fun, sequences=sequences, outputs_info=[cell_init, hid_init], go_backwards=self.backwards,
+            truncate_gradient=self.gradient_steps, non_sequences=non_seqs, strict=True, return_updates=False,
+        )
         return hid_out

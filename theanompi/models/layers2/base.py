@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 import sys
 import warnings
+from typing import Any
 
 import numpy as np
 import pytensor
@@ -59,6 +60,8 @@ class Layer:
     """
 
     name = "Layer"
+    #: the layer's symbolic output, built by the subclass
+    output: Any
 
     def __init__(self):
         self.W = None

@@ -54,7 +54,7 @@ def as_shape(shape, who: str) -> tuple[int, ...]:
         dims = tuple(dims)
     except TypeError:
         raise ValueError(f"{who}: shape must be an int or a sequence of ints, got {shape!r}") from None
-    if not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) and d > 0 for d in dims):
+    if not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) and int(d) > 0 for d in dims):
         raise ValueError(f"{who}: shape must hold positive ints, got {shape!r}")
     return tuple(int(d) for d in dims)
 

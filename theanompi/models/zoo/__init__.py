@@ -62,10 +62,16 @@ from typing import Any
 import numpy as np
 import pytensor
 
+import theanompi.models.layers as L
 from theanompi.core.errors import ConfigError
 from theanompi.core.options import predicate_parser
 from theanompi.models.base import ClassifierModel
 from theanompi.models.data.base import DataClass
+from theanompi.models.data.cifar10 import Cifar10Data
+from theanompi.models.data.digits import load_digits_split
+from theanompi.models.data.hickle_batches import HickleBatchData
+from theanompi.models.data.prefetch import PrefetchData
+from theanompi.models.data.synthetic import SyntheticData
 
 #: MODELCLASS -> MODELFILE of every zoo model.
 MODELS = {
@@ -85,7 +91,7 @@ MEAN_FILES = ("img_mean.npy", "mean.npy", "misc/img_mean.npy", "img_mean.hkl", "
 
 # ----- option parsers (name -> parser raising InvalidValue: theanompi.core.options' one style) -------
 def is_int(v, minimum: int = 0) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= minimum
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and bool(v >= minimum)
 
 
 def is_number(v, minimum: float = 0.0) -> bool:
@@ -293,18 +299,12 @@ class ImageClassifier(ClassifierModel):
         floatX = pytensor.config.floatX
         kind = hp["data"]
         if kind == "digits":
-            from theanompi.models.data.digits import load_digits_split
-
             (xt, yt), (xv, yv) = load_digits_split(flat=False, dtype=floatX)
             data = self.shard(*subset(xt, yt, hp["train_size"]), *subset(xv, yv, hp["val_size"]))
         elif kind == "cifar10":
-            from theanompi.models.data.cifar10 import Cifar10Data
-
             data = Cifar10Data(hp["data_dir"], hp["batch_size"], c.rank, c.size, c.seed,
                                train_size=hp["train_size"] or None, val_size=hp["val_size"] or None)
         elif kind == "synthetic":
-            from theanompi.models.data.synthetic import SyntheticData
-
             side = hp["input_size"] or 32
             data = SyntheticData((hp["channels"], side, side), hp["n_classes"], hp["batch_size"], c.rank, c.size,
                                  c.seed, n_train=hp["train_size"] or 1024, n_val=hp["val_size"] or 256,
@@ -315,14 +315,10 @@ class ImageClassifier(ClassifierModel):
         if augment != "none":
             data = AugmentedData(data, flip=augment == "crop_flip")
         if hp["prefetch"]:
-            from theanompi.models.data.prefetch import PrefetchData
-
             data = PrefetchData(data)
         return data
 
     def build_hickle_data(self):
-        from theanompi.models.data.hickle_batches import HickleBatchData
-
         hp, c = self.hp, self.config
         root = Path(hp["data_dir"])
         labels = root / "labels"
@@ -345,8 +341,6 @@ class ImageClassifier(ClassifierModel):
         raise NotImplementedError
 
     def build_network(self, x, rng):
-        import theanompi.models.layers as L
-
         L.init.set_rng(rng)  # seeded from config.seed: identical networks on every rank
         self._dropouts = 0
         l_in = L.InputLayer((None,) + tuple(self.data.x_train.shape[1:]), input_var=x, name="input")
@@ -380,8 +374,6 @@ def rank_dropout(incoming, p: float, config, index: int):
     >>> a._seed != b._seed
     True
     """
-    import theanompi.models.layers as L
-
     saved = L.init.get_rng()
     L.init.set_rng(np.random.default_rng([int(config.seed), int(config.rank), int(index), 3]))
     try:

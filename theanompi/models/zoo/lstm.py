@@ -42,6 +42,9 @@ import theanompi.models.layers as L
 from theanompi.core.errors import ConfigError
 from theanompi.core.options import predicate_parser
 from theanompi.models.base import ClassifierModel
+from theanompi.models.data.digits import load_digits_split
+from theanompi.models.data.prefetch import PrefetchData
+from theanompi.models.data.synthetic import SyntheticData
 from theanompi.models.zoo import ImageClassifier, choice_check, is_int, is_number, subset
 
 
@@ -65,7 +68,7 @@ class LSTMClassifier(ImageClassifier):
 
     @classmethod
     def validate_options(cls, model_options: dict[str, Any]) -> dict[str, Any]:
-        hp = ClassifierModel.validate_options.__func__(cls, model_options)
+        hp = super(ImageClassifier, cls).validate_options(model_options)  # ClassifierModel's (not the data check)
         if hp["data"] == "digits" and hp["n_classes"] != 10:
             raise ConfigError(f"{cls.__name__}: data=digits has 10 classes; MODEL_N_CLASSES={hp['n_classes']} "
                               "is not allowed")
@@ -75,20 +78,14 @@ class LSTMClassifier(ImageClassifier):
         hp, c = self.hp, self.config
         floatX = pytensor.config.floatX
         if hp["data"] == "digits":
-            from theanompi.models.data.digits import load_digits_split
-
             (xt, yt), (xv, yv) = load_digits_split(flat=False, dtype=floatX)
             xt, xv = xt.reshape(-1, 8, 8), xv.reshape(-1, 8, 8)  # 8 steps (rows) of 8 features (pixels)
             data = self.shard(*subset(xt, yt, hp["train_size"]), *subset(xv, yv, hp["val_size"]))
         else:
-            from theanompi.models.data.synthetic import SyntheticData
-
             data = SyntheticData((hp["seq_len"], hp["n_features"]), hp["n_classes"], hp["batch_size"], c.rank,
                                  c.size, c.seed, n_train=hp["train_size"] or 1024, n_val=hp["val_size"] or 256,
                                  dtype=floatX)
         if hp["prefetch"]:
-            from theanompi.models.data.prefetch import PrefetchData
-
             data = PrefetchData(data)
         return data
 

@@ -71,7 +71,8 @@ Example
 
 from __future__ import annotations
 
-from typing import Any
+import inspect
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pytensor
@@ -81,7 +82,12 @@ from pytensor.graph.replace import clone_replace
 import theanompi.models.layers as L
 from theanompi.core.options import predicate_parser
 from theanompi.models.base import ClassifierModel
+from theanompi.models.data.base import ShardedArrayData
+from theanompi.models.data.digits import load_digits_split
 from theanompi.models.zoo import int_list_check, is_int, is_number, parse_int_list, subset
+
+if TYPE_CHECKING:
+    from pytensor.tensor.variable import TensorVariable
 
 
 class WGAN:
@@ -100,19 +106,16 @@ class WGAN:
         "val_size": predicate_parser(lambda v: is_int(v, 0), "an integer >= 0 (0: all)"),
     }
     #: Unknown names and bad values end with a ConfigError at launch (ClassifierModel's checks).
-    validate_options = classmethod(ClassifierModel.validate_options.__func__)
+    validate_options = inspect.getattr_static(ClassifierModel, "validate_options")  # the classmethod, bound to WGAN
 
     EPS = 1e-6
 
     def __init__(self, config):
-        from theanompi.models.data.digits import load_digits_split
-
         self.config = config
         self.hp = self.validate_options(config.model_options)
         self.n_epochs = self.hp["n_epochs"]
         self.floatX = pytensor.config.floatX
         (xt, yt), (xv, yv) = load_digits_split(flat=True, dtype=self.floatX)
-        from theanompi.models.data.base import ShardedArrayData
 
         self.data = ShardedArrayData(*subset(xt, yt, self.hp["train_size"]), *subset(xv, yv, self.hp["val_size"]),
                                      self.hp["batch_size"], config.rank, config.size, config.seed)
@@ -180,16 +183,17 @@ class WGAN:
     def compile_iter_fns(self, sync_type: str | None = None) -> None:
         self.sync_type = sync_type
         x, z, fake, w_est, gen_loss, gap = self._graph()
-        g_critic = pytensor.grad(-w_est, self.critic_params)
-        g_gen = pytensor.grad(gen_loss, self.gen_params)
+        # lists of params in, lists of tensors out (pytensor.grad's annotation is a union for every wrt)
+        g_critic = cast("list[TensorVariable]", pytensor.grad(-w_est, self.critic_params))
+        g_gen = cast("list[TensorVariable]", pytensor.grad(gen_loss, self.gen_params))
         inputs = [x, z]
         if sync_type == "cdd":
             n_gen = sum(self.sizes) - self.n_critic_flat
             flat_c = pt.concatenate([g.ravel() for g in g_critic] + [pt.zeros((n_gen,), dtype=self.floatX)])
-            flat_g = pt.concatenate([pt.zeros((self.n_critic_flat,), dtype=self.floatX)] + [g.ravel() for g in g_gen])
+            flat_g = pt.concatenate([pt.zeros((self.n_critic_flat,), dtype=self.floatX), *(g.ravel() for g in g_gen)])
             for phase, flat in (("critic", flat_c), ("gen", flat_g)):
-                self._fns[f"{phase}_grad"] = pytensor.function(
-                    inputs, [pytensor.Out(flat.astype(self.floatX), borrow=True), w_est, gap])
+                outputs = [pytensor.Out(flat.astype(self.floatX), borrow=True), w_est, gap]
+                self._fns[f"{phase}_grad"] = pytensor.function(inputs, outputs)
             vector = pt.vector("update", dtype=self.floatX)
             pieces, start = [], 0
             for p, size in zip(self.params, self.sizes):

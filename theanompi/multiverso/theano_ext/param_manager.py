@@ -38,7 +38,8 @@ class MVModelParamManager:
 
     def __init__(self, model, is_master_worker: bool | None = None):
         self.model = model
-        self.shapes, self.dtypes = [], []
+        self.shapes: list[tuple[int, ...]] = []
+        self.dtypes: list[np.dtype] = []
         flat = self._read_flat()
         self.table = ArrayTableHandler(flat.size)
         if api.is_master_worker() if is_master_worker is None else is_master_worker:

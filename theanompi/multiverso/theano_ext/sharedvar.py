@@ -17,6 +17,7 @@ from __future__ import annotations
 import types
 
 import numpy as np
+import pytensor
 
 from theanompi.multiverso import api
 from theanompi.multiverso.tables import ArrayTableHandler
@@ -37,8 +38,6 @@ def mv_shared(*args, **kwargs):
     Collective: every worker must create its mv_shared variables in the same order.
     The master's initial value is the common starting point (others fetch it).
     """
-    import pytensor
-
     var = pytensor.shared(*args, **kwargs)
     value = np.asarray(var.get_value(borrow=True))
     var._mv_table = ArrayTableHandler(value.size, init_value=value.ravel())
@@ -51,12 +50,13 @@ def mv_shared(*args, **kwargs):
     return var
 
 
-mv_shared.shared_vars = []  # every variable mv_shared made, in creation order
+# every variable mv_shared made, in creation order (Multiverso's API keeps the list on the function)
+mv_shared.shared_vars = []  # type: ignore[attr-defined]
 
 
 def sync_all_mv_shared_vars() -> None:
     """``mv_sync()`` every variable :func:`mv_shared` made in the running session, in creation order."""
     running = api.session()
-    for var in mv_shared.shared_vars:
+    for var in mv_shared.shared_vars:  # type: ignore[attr-defined]
         if var._mv_table._session is running:
             var.mv_sync()

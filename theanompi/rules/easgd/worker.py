@@ -133,7 +133,7 @@ class EASGDWorker(WorkerLoop[EASGDOptions]):
     def exchange(self) -> None:
         """Send w and the report; receive d and the next grant; w <- w - d."""
         # not at the top: importing mpi4py starts MPI, and the launcher imports the rules
-        from mpi4py import MPI
+        from mpi4py import MPI  # noqa: PLC0415 - importing mpi4py starts MPI
 
         exchange_comm, server = self.exchange_comm, self.server_rank
         self.report[:] = (self.since, *self._train_sums_to_report(), self.wait_s, self.exchanges)

@@ -19,13 +19,12 @@ from __future__ import annotations
 import numpy as np
 
 from theanompi.comm.fused_params import FusedParams
+from theanompi.models.layers import Layer, get_all_params
 from theanompi.multiverso.theano_ext.param_manager import MVModelParamManager
 
 
 def params_of(network) -> list:
     """The shared variables of ``network`` (see the module notes); TypeError naming the type otherwise."""
-    from theanompi.models.layers import Layer, get_all_params
-
     if isinstance(network, (list, tuple)):
         if network and all(isinstance(x, Layer) for x in network):
             return list(get_all_params(list(network), trainable=True))
