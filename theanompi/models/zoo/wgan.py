@@ -82,6 +82,7 @@ from pytensor.graph.replace import clone_replace
 import theanompi.models.layers as L
 from theanompi.core.options import predicate_parser
 from theanompi.models.base import ClassifierModel
+from theanompi.models.contract import WorkerConfig
 from theanompi.models.data.base import ShardedArrayData
 from theanompi.models.data.digits import load_digits_split
 from theanompi.models.zoo import int_list_check, is_int, is_number, parse_int_list, subset
@@ -110,20 +111,22 @@ class WGAN:
 
     EPS = 1e-6
 
-    def __init__(self, config):
+    def __init__(self, config: WorkerConfig) -> None:
         self.config = config
         self.hp = self.validate_options(config.model_options)
         self.n_epochs = self.hp["n_epochs"]
         self.floatX = pytensor.config.floatX
         (xt, yt), (xv, yv) = load_digits_split(flat=True, dtype=self.floatX)
 
-        self.data = ShardedArrayData(*subset(xt, yt, self.hp["train_size"]), *subset(xv, yv, self.hp["val_size"]),
-                                     self.hp["batch_size"], config.rank, config.size, config.seed)
+        x_train, y_train = subset(xt, yt, self.hp["train_size"])
+        x_val, y_val = subset(xv, yv, self.hp["val_size"])
+        self.data = ShardedArrayData(x_train, y_train, x_val, y_val, self.hp["batch_size"], config.rank, config.size,
+                                     config.seed)
         self.n_pixels = xt.shape[1]
         self.data_mean = xt.mean(axis=0)
         L.init.set_rng(np.random.default_rng(config.seed))  # identical networks on every rank
         self.critic_in = L.InputLayer((None, self.n_pixels), name="critic_in")
-        net = self.critic_in
+        net: L.Layer = self.critic_in
         leaky = L.nonlinearities.LeakyRectify(0.2)
         for i, h in enumerate(parse_int_list(self.hp["critic_hidden"]), start=1):
             net = L.DenseLayer(net, h, nonlinearity=leaky, W=L.init.HeNormal("relu"), name=f"critic{i}")
@@ -144,9 +147,9 @@ class WGAN:
         self.lr = pytensor.shared(np.asarray(self.hp["lr"], dtype=self.floatX), name="lr")
         self.accumulators = [pytensor.shared(np.zeros_like(p.get_value()), name=f"rms_{p.name}") for p in self.params]
         self.state_vars = [self.lr] + self.accumulators
-        self.sync_type = None
+        self.sync_type: str | None = None
         self._epoch = 0
-        self._phase = None
+        self._phase: str | None = None
         self._fns: dict[str, Any] = {}
 
     # ----- graph ------------------------------------------------------------------------
