@@ -2,6 +2,7 @@
 to ranks on other hosts) and what a terminated launcher says. No MPI job starts here; conftest's `mpi` mark, which
 goes by the text "mpiexec" in a test, still lands on three of these tests."""
 
+import pytest
 
 from theanompi.core.devices import parse_devices
 from theanompi.launch.mpiexec import mpiexec_command
@@ -21,11 +22,16 @@ def test_one_app_context_per_rank_with_thread_counts():
     assert "--oversubscribe" not in argv
 
 
-def test_oversubscribe_when_ranks_exceed_cores_and_binding():
-    argv = mpiexec_command(ranks("cpu0,cpu1,cpu2"), "s", "core", mpiexec="m", python="p", cpu_count=2)
+@pytest.mark.parametrize("bind", ["core", "none"])
+def test_oversubscribe_when_ranks_exceed_cores_and_say_so(bind, caplog):
+    with caplog.at_level("WARNING", logger="theanompi"):
+        argv = mpiexec_command(ranks("cpu0,cpu1,cpu2"), "s", bind, mpiexec="m", python="p", cpu_count=2)
     assert "--oversubscribe" in argv
     assert argv[1:3] == ["--bind-to", "none"]  # Open MPI 5 cannot bind an oversubscribed MPMD job
     assert "-x OMP_NUM_THREADS=1" in " ".join(argv)
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert said.startswith("3 ranks on this host's 2 cores: they take turns on the cores")
+    assert ("BIND=core ignored" in said) == (bind == "core")
 
 
 def test_remote_hosts_and_gpu_pinning():

@@ -143,3 +143,19 @@ def test_importing_theanompi_does_not_import_torch():
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_a_build_network_that_returns_no_module_is_a_contract_error():
+    from theanompi.models.data.digits import load_digits_split
+    from theanompi.models.torch_classifier import TorchClassifierModel
+
+    class Layers(TorchClassifierModel):
+        def build_data(self):
+            (xt, yt), (xv, yv) = load_digits_split()
+            return self.shard(xt, yt, xv, yv)
+
+        def build_network(self):
+            return [torch.nn.Linear(64, 10)]
+
+    with pytest.raises(ContractError, match=r"Layers.build_network must return a torch.nn.Module .*not a list"):
+        Layers(WorkerConfig(rank=0, size=1, seed=0, device="cpu0"))

@@ -88,9 +88,11 @@ def mpiexec_command(ranks: list[RankSpec], spec_path: str, bind: str, mpiexec: s
     n_local = sum(1 for r in ranks if r.device.is_local)
     threads = threads or max(1, cores // max(1, n_local))
     oversubscribed = n_local > cores
-    if oversubscribed and bind != "none":
+    if oversubscribed:
         # Open MPI 5 cannot bind an oversubscribed MPMD job ("no available cpus").
-        log.warning("BIND=%s ignored: %d local ranks on %d cores; ranks run unbound", bind, n_local, cores)
+        ignored = f"; BIND={bind} ignored (ranks run unbound)" if bind != "none" else ""
+        log.warning("%d ranks on this host's %d cores: they take turns on the cores, each slower than alone%s",
+                    n_local, cores, ignored)
         bind = "none"
     argv = [mpiexec, "--bind-to", bind]
     if fault_tolerant:

@@ -84,6 +84,20 @@ def torch_device(device: str) -> torch.device:
 class TorchClassifierModel(ClassifierHyperParams):
     """Base ModelClass for ``torch.nn.Module`` classifiers trained with momentum SGD on a ShardedArrayData."""
 
+    @classmethod
+    def _checked_network(cls, network: object) -> torch.nn.Module:
+        """``network`` if :meth:`build_network` returned a ``torch.nn.Module``, else ContractError saying what.
+
+        >>> TorchClassifierModel._checked_network([torch.nn.Linear(2, 2)])
+        Traceback (most recent call last):
+        ...
+        theanompi.core.errors.ContractError: TorchClassifierModel.build_network must return a torch.nn.Module ...
+        """
+        if isinstance(network, torch.nn.Module):
+            return network
+        raise ContractError(f"{cls.__name__}.build_network must return a torch.nn.Module mapping a batch to logits, "
+                            f"not a {type(network).__name__} (wrap layers in torch.nn.Sequential(...))")
+
     # ----- construction ---------------------------------------------------------------
     def __init__(self, config):
         self.config = config
@@ -93,7 +107,7 @@ class TorchClassifierModel(ClassifierHyperParams):
         self.device = torch_device(config.device)
         self.data = self.build_data()
         torch.manual_seed(config.seed)  # the same initial weights on every rank
-        self.network = self.build_network().to(self.device)
+        self.network = self._checked_network(self.build_network()).to(self.device)
         named = [(name, p) for name, p in self.network.named_parameters() if p.requires_grad]
         for name, p in named:
             p.param_name = name

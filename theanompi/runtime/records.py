@@ -110,7 +110,12 @@ class Progress:
 
 def save_final_params(params: Iterable[Any], run_dir: Path | str) -> Path:
     """Rank 0 writes the final parameters (param order) to ``RUN_DIR/final_params.npz``."""
-    arrays: dict[str, Any] = {f"p{i:03d}": host_copy(p) for i, p in enumerate(params)}
+    return save_final_arrays([host_copy(p) for p in params], run_dir)
+
+
+def save_final_arrays(values: Iterable[np.ndarray], run_dir: Path | str) -> Path:
+    """Write host arrays (param order) as ``RUN_DIR/final_params.npz`` (e.g. a checkpoint's model)."""
+    arrays: dict[str, Any] = {f"p{i:03d}": v for i, v in enumerate(values)}
     return atomic_write(Path(run_dir) / "final_params.npz", lambda tmp: np.savez(tmp, **arrays))
 
 
@@ -145,14 +150,15 @@ def end_session(model: Any, recorder: Recorder, run_dir: Path | str | None, summ
     if summary is not None and final_model:
         ACTIVITY.enter("writing the final model")
         assert run_dir is not None, "end_session: the final model needs run_dir"
-        last = recorder.epochs[-1]
+        last = recorder.epochs[-1] if recorder.epochs else {}  # none: a resumed session with nothing to train
         path = save_final_params(model.params, run_dir)
         recorder.write_summary({
-            "epochs": len(recorder.epochs), "final_val_accuracy": last["val_accuracy"],
-            "final_val_loss": last["val_loss"], "final_params": str(path), "wall_s": last.get("elapsed_s"),
+            "epochs": len(recorder.epochs), "final_val_accuracy": last.get("val_accuracy"),
+            "final_val_loss": last.get("val_loss"), "final_params": str(path), "wall_s": last.get("elapsed_s"),
             **summary,
         }, plots=plots)
-        log.info("final validation accuracy: %.2f%%", 100 * last["val_accuracy"])
+        if last:
+            log.info("final validation accuracy: %.2f%%", 100 * last["val_accuracy"])
     elif summary is not None:
         recorder.write_summary(summary, plots=plots)
     recorder.close()

@@ -27,7 +27,7 @@ from theanompi.core.session_options import SessionOptions
 from theanompi.runtime.model_build import BuiltWorker
 from theanompi.runtime.rank_context import RankContext
 from theanompi.runtime.records import Progress, end_session, epoch_metrics
-from theanompi.session.checkpoint import load_checkpoint, save_checkpoint
+from theanompi.session.checkpoint import load_checkpoint, nothing_to_train, save_checkpoint
 from theanompi.session.recorder import Recorder
 from theanompi.session.watchdog import ACTIVITY
 
@@ -182,8 +182,11 @@ class WorkerLoop(Generic[OptionsT]):
         return True
 
     def run(self) -> None:
-        """Start (:meth:`start`), train ``n_epochs`` epochs (validating after each), then end the session."""
+        """Start (:meth:`start`), train ``n_epochs`` epochs (validating after each), then end the session --
+        at once when a resumed checkpoint holds them all (its model is the final model)."""
         self.start()
+        if self.start_epoch >= self.n_epochs and self.comm.rank == 0:
+            log.info("%s", nothing_to_train(str(self.options.resume), self.start_epoch, self.n_epochs))
         progress = Progress(self.n_epochs) if self.comm.rank == 0 else None
         every = self.options.checkpoint_every
         for epoch in range(self.start_epoch, self.n_epochs):

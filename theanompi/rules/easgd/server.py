@@ -39,7 +39,7 @@ from theanompi.rules.easgd.step_ledger import StepLedger
 from theanompi.runtime.model_build import build_model, n_epochs_for
 from theanompi.runtime.rank_context import RankContext
 from theanompi.runtime.records import Progress, end_session, epoch_metrics
-from theanompi.session.checkpoint import load_checkpoint, save_checkpoint
+from theanompi.session.checkpoint import load_checkpoint, nothing_to_train, save_checkpoint
 from theanompi.session.recorder import Recorder
 from theanompi.session.watchdog import ACTIVITY
 
@@ -136,6 +136,8 @@ class EASGDServer:
         log.info("EASGD: %d workers, alpha %g, tau %d; %d global epochs of %d steps (%s)",
                  self.n_workers, self.options.alpha, self.tau, self.n_epochs, self.global_epoch,
                  " + ".join(map(str, self.shard_batches)))
+        if not self.ledger.active:  # a resumed checkpoint holds every step: every worker's first grant is 0
+            log.info("%s", nothing_to_train(str(self.options.resume), self.epochs_done, self.n_epochs))
         self.serve()
         self.finish()
 
