@@ -1,6 +1,13 @@
 """Install theanompi: ``pip install -e .`` (extras: test, bench, torch, keras, jax, cuda = cuda13, cuda12)."""
 
+import re
+from pathlib import Path
+
 from setuptools import find_packages, setup
+
+# the one place of the version (theanompi/core/version.py), read without importing theanompi
+VERSION = re.search(r'^VERSION = "(.+)"$', (Path(__file__).parent / "theanompi" / "core" / "version.py").read_text(),
+                    re.M).group(1)
 
 # Lower bounds are the versions this project was tested with.
 INSTALL_REQUIRES = [
@@ -12,6 +19,8 @@ INSTALL_REQUIRES = [
     "hickle>=5.0.3",
     "matplotlib>=3.11",
     "scikit-learn>=1.9",  # built-in digits data set
+    "tensorboard>=2.21",  # RUN_DIR/tensorboard: its record writer and protos write the events (no TensorFlow)
+    "tqdm>=4.70.1",  # rank 0's progress bar inside an epoch, on a terminal
 ]
 
 EXTRAS = {
@@ -35,7 +44,7 @@ EXTRAS["cuda"] = EXTRAS["cuda13"]
 
 setup(
     name="theanompi",
-    version="0.1.0",
+    version=VERSION,
     description="Data-parallel training of PyTensor models over MPI (BSP, EASGD, GOSGD, ASGD)",
     license="MIT",
     python_requires=">=3.11",

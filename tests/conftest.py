@@ -51,12 +51,14 @@ def run_mpi(script: str, n: int, *args: str, timeout: float = 240) -> subprocess
     return proc
 
 
-def run_launcher(*args: str, cwd: Path = ROOT, timeout: float = 240) -> tuple[subprocess.CompletedProcess, float]:
-    """Run ``tmlauncher ARGS`` as a user would; returns (process, seconds)."""
+def run_launcher(*args: str, cwd: Path = ROOT, timeout: float = 240,
+                 env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, float]:
+    """Run ``tmlauncher ARGS`` as a user would (in ``env``, default this process's environment); returns
+    (process, seconds)."""
     exe = Path(sys.executable).parent / "tmlauncher"
     start = time.perf_counter()
     proc = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                          stdin=subprocess.DEVNULL)
+                          stdin=subprocess.DEVNULL, env=env)
     return proc, time.perf_counter() - start
 
 
@@ -87,6 +89,19 @@ def write_cfg(path: Path, **keys: object) -> Path:
     base.update(keys)
     path.write_text("".join(f"{k}={v}\n" for k, v in base.items() if v is not None))
     return path
+
+
+def tensorboard_points(log_dir: Path) -> tuple[dict[str, list[tuple[int, float]]], dict[str, list[str]]]:
+    """What TensorBoard's own reader (the ``tensorboard`` package's EventAccumulator) finds in ``log_dir`` (its
+    subdirectories are other runs): scalar tag -> [(step, value)], text tag -> [text]."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(log_dir))
+    events.Reload()
+    tags = events.Tags()
+    scalars = {tag: [(s.step, s.value) for s in events.Scalars(tag)] for tag in tags["scalars"]}
+    texts = {tag: [t.tensor_proto.string_val[0].decode() for t in events.Tensors(tag)] for tag in tags["tensors"]}
+    return scalars, texts
 
 
 @pytest.fixture

@@ -5,7 +5,9 @@ goes by the text "mpiexec" in a test, still lands on three of these tests."""
 import pytest
 
 from theanompi.core.devices import parse_devices
+from theanompi.launch.dry_run import app_contexts, rank_environment
 from theanompi.launch.mpiexec import mpiexec_command
+from theanompi.runtime.epoch_progress import BAR_ENV
 from theanompi.session.spec import RankSpec
 
 
@@ -50,6 +52,15 @@ def test_threads_per_worker_override():
 def test_binding_without_oversubscription():
     argv = mpiexec_command(ranks("cpu0,cpu1"), "s", "core", mpiexec="m", python="p", cpu_count=2)
     assert argv[1:3] == ["--bind-to", "core"] and "--oversubscribe" not in argv
+
+
+def test_a_terminal_asks_for_the_bar_and_output_as_it_comes():
+    plain = mpiexec_command(ranks("cpu0,cpu1"), "s", "none", mpiexec="m", python="p", cpu_count=2)
+    assert "--output" not in plain and BAR_ENV not in " ".join(plain)
+    argv = mpiexec_command(ranks("cpu0,cpu1"), "s", "none", mpiexec="m", python="p", cpu_count=2, progress_columns=120)
+    assert argv[argv.index("--output") + 1] == ":raw"  # not line by line: the bar's carriage returns get through
+    contexts = app_contexts(argv)
+    assert [rank_environment(c, {})[BAR_ENV] for c in contexts] == ["120", "120"]
 
 
 def test_a_terminated_launcher_says_which_signal_stopped_it(tmp_path):

@@ -90,6 +90,14 @@ class SessionOptions:
     plots: bool = option("PLOTS", boolean, True,
                          "draw RUN_DIR/curves.png and breakdown.png at the end "
                          "(python -m theanompi.session.recorder RUN_DIR draws them later)")
+    tensorboard: bool = option("TENSORBOARD", boolean, True,
+                               "write TensorBoard event files into RUN_DIR/tensorboard: per epoch, per iteration, "
+                               "the options")
+    tensorboard_every: int = option("TENSORBOARD_EVERY", non_negative_int, 10,
+                                    "iterations between TensorBoard's training-loss points (0: per epoch only)")
+    progress_every: float = option("PROGRESS_EVERY", non_negative_float, 60.0,
+                                   "seconds between progress lines inside an epoch when stdout is not a terminal "
+                                   "(a terminal gets a progress bar; 0: neither)")
     watchdog: float = option("WATCHDOG", non_negative_float, 300.0,
                              "seconds a rank may go without progress in any phase (a step, an exchange, validation, "
                              "a server's loop) before the session is stopped, naming it (0: never)")

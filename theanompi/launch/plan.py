@@ -34,11 +34,11 @@ from theanompi.backend.compute import check_compute
 from theanompi.backend.pytensor_config import configure_pytensor
 from theanompi.core.devices import check_local_devices, parse_devices
 from theanompi.core.errors import ConfigError
-from theanompi.core.option_checks import check_model_reference, check_worker_loss
+from theanompi.core.option_checks import check_installed, check_model_reference, check_worker_loss
 from theanompi.core.options import parse_model_options
 from theanompi.core.safe_io import atomic_write_text
 from theanompi.core.session_options import SessionOptions
-from theanompi.launch.mpiexec import MpiexecRun, mpiexec_command
+from theanompi.launch.mpiexec import MpiexecRun, mpiexec_command, terminal_columns
 from theanompi.models.contract import check_model_class
 from theanompi.models.loader import load_model_class
 from theanompi.rules.base import Rule
@@ -86,6 +86,7 @@ def plan_session(request: SessionRequest) -> tuple[SessionSpec, list[RankSpec]]:
     options = request.options
     rule.check_options(devices, options)
     check_worker_loss(rule.name, rule.supports_worker_loss, options.on_worker_loss)
+    check_installed("TENSORBOARD", options.tensorboard, "tensorboard")
     check_local_devices(devices)
     check_compute(devices, options.compute)  # cuda devices compute through JAX
     check_model_reference(request.modelfile, request.modelclass)
@@ -196,6 +197,15 @@ def _prepare_records(spec: SessionSpec) -> None:
             log.info("CHECKPOINT_DIR held the checkpoints of an earlier session: moved to %s", moved)
 
 
+def session_argv(spec: SessionSpec, ranks: list[RankSpec]) -> list[str]:
+    """The mpiexec command line of a planned session: what :func:`start_session` runs and ``tmlauncher --dry-run``
+    prints. Where this process's stdout is a terminal, rank 0 draws a progress bar that wide (PROGRESS_EVERY > 0)."""
+    options = spec.options
+    return mpiexec_command(ranks, str(spec.run_dir / "session.json"), bind=options.bind, threads=options.threads,
+                           fault_tolerant=options.on_worker_loss == "continue",
+                           progress_columns=terminal_columns() if options.progress_every else 0)
+
+
 def start_session(spec: SessionSpec, ranks: list[RankSpec]) -> SessionRun:
     """Claim the run directory (one session at a time, stale rank status cleared) and the checkpoint directory
     it writes, prepare the records (:func:`_prepare_records`), write the spec into it and start mpiexec.
@@ -215,8 +225,7 @@ def start_session(spec: SessionSpec, ranks: list[RankSpec]) -> SessionRun:
         except OSError as err:
             raise ConfigError(f"RUN_DIR={str(run_dir)!r}: {spec_path.name} cannot be written: "
                               f"{err.strerror or err}") from None
-        argv = mpiexec_command(ranks, str(spec_path), bind=options.bind, threads=options.threads,
-                               fault_tolerant=options.on_worker_loss == "continue")
+        argv = session_argv(spec, ranks)
         notes = "".join(f"; {note}" for note in spec.notes)
         log.info("starting %d ranks: %s%s", len(ranks), ", ".join(str(r.device) for r in ranks), notes)
         return MpiexecRun(argv, run_dir, ranks, claim=claim)

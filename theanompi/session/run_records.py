@@ -33,7 +33,7 @@ from theanompi.core.safe_io import atomic_write_text
 
 #: what a session writes into RUN_DIR (recorder, records, plots; EASGD's workers their own under workers/)
 RECORD_NAMES = ("epochs.jsonl", "iterations.jsonl", "summary.json", "final_params.npz", "curves.png",
-                "breakdown.png", "workers")
+                "breakdown.png", "workers", "tensorboard")
 #: where a fresh session puts what an earlier one left
 PREVIOUS = "previous"
 
