@@ -86,19 +86,33 @@ def format_duration(seconds: float) -> str:
 
 
 class Progress:
-    """Rank 0's one line per epoch: loss, accuracy, samples/s, ETA."""
+    """Rank 0's one line per epoch: loss, accuracy, samples/s, ETA.
 
-    def __init__(self, n_epochs: int):
+    ``start_epoch``: the first epoch this session trains (after RESUME); the ETA is the mean time of the epochs
+    trained so far times the epochs left.
+
+    >>> progress = Progress(n_epochs=10, start_epoch=4)
+    >>> progress.eta_s(epoch=5, elapsed=60.0)   # 2 epochs took 60 s; 4 are left
+    120.0
+    """
+
+    def __init__(self, n_epochs: int, start_epoch: int = 0):
         self.n_epochs = n_epochs
+        self.start_epoch = start_epoch
         self.start = time.perf_counter()
         self.epoch_start = self.start
+
+    def eta_s(self, epoch: int, elapsed: float) -> float:
+        """Seconds left after ``epoch`` when this session's epochs so far took ``elapsed`` seconds."""
+        trained = epoch + 1 - self.start_epoch
+        return elapsed / max(1, trained) * (self.n_epochs - epoch - 1)
 
     def epoch_done(self, epoch: int, metrics: dict[str, Any]) -> dict[str, float]:
         now = time.perf_counter()
         epoch_s = now - self.epoch_start
         self.epoch_start = now
         elapsed = now - self.start
-        eta = elapsed / (epoch + 1) * (self.n_epochs - epoch - 1)
+        eta = self.eta_s(epoch, elapsed)
         rate = metrics.get("train_samples", 0) / epoch_s if epoch_s > 0 else float("nan")
         log.info(
             "epoch %d/%d  train loss %.4f err %.2f%%  val loss %.4f acc %.2f%%  %.0f samples/s  ETA %s",

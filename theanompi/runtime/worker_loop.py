@@ -202,7 +202,7 @@ class WorkerLoop(Generic[OptionsT]):
         self.start()
         if self.start_epoch >= self.n_epochs and self.comm.rank == 0:
             log.info("%s", nothing_to_train(str(self.options.resume), self.start_epoch, self.n_epochs))
-        progress = Progress(self.n_epochs) if self.comm.rank == 0 else None
+        progress = Progress(self.n_epochs, self.start_epoch) if self.comm.rank == 0 else None
         if progress is not None:
             self.epoch_progress = EpochProgress.for_this_rank(self.n_epochs, self.options.progress_every)
         every = self.options.checkpoint_every

@@ -114,7 +114,7 @@ class EASGDServer:
         self.pending: list[list] = [[] for _ in self.worker_ranks]
         self.exchanges = [0] * self.n_workers
         self.reported_wait = [(0.0, 0)] * self.n_workers  # (seconds, exchanges) each worker last reported
-        self.progress = Progress(self.n_epochs)
+        self.progress = Progress(self.n_epochs, self.epochs_done)
         self.epoch_progress = EpochProgress.for_this_rank(self.n_epochs, self.options.progress_every)
         self.snapshots: list[dict | None] = [None] * self.n_workers  # each worker's last (params, state, steps)
         self.awaited: set[int] = set()  # workers whose snapshot the pending checkpoint still needs
