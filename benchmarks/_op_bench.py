@@ -41,6 +41,23 @@ def one_omp_thread(fn, threads: int):
     return call
 
 
+def with_env(fn, name: str, value: str):
+    """``fn`` run with the environment variable ``name`` set to ``value`` (read by our C ops at each call)."""
+
+    def call(*args):
+        old = os.environ.get(name)
+        os.environ[name] = value
+        try:
+            return fn(*args)
+        finally:
+            if old is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = old
+
+    return call
+
+
 def time_variants(variants: dict, args: argparse.Namespace, warmup: int) -> dict:
     """name -> (fn, args) timed in interleaved blocks; returns the row: medians, min, max, ratio of ours."""
     times = time_interleaved(variants, warmup=warmup, rounds=args.rounds, block=args.block, pause=args.pause)

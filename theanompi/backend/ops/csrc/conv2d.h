@@ -373,6 +373,50 @@ static int tmpi_check_gy(PyArrayObject* gy, const tmpi_geom& g, const char* op)
     return 0;
 }
 
+/* Which algorithm runs a float32 convolution: Winograd F(4x4, 3x3) (conv2d_winograd.h) for 3x3 filters,
+   stride 1 and padding up to 2 between layers of at least TMPI_WG_MIN_CHANNELS channels each; im2col + GEMM
+   for everything else and for float64. THEANOMPI_CONV_ALGO=im2col sends every convolution to im2col (the
+   tests and benchmarks compare the two that way). */
+#ifndef TMPI_WG_MIN_CHANNELS
+#define TMPI_WG_MIN_CHANNELS 8
+#endif
+
+static int tmpi_winograd_fits(const tmpi_geom& g)
+{
+    if (g.kh != 3 || g.kw != 3 || g.sh != 1 || g.sw != 1 || g.ph > 2 || g.pw > 2) return 0;
+    if (g.N < 1 || g.Ho < 1 || g.Wo < 1 || g.C < TMPI_WG_MIN_CHANNELS || g.O < TMPI_WG_MIN_CHANNELS) return 0;
+    const char* algo = getenv("THEANOMPI_CONV_ALGO");
+    return !(algo && strcmp(algo, "im2col") == 0);
+}
+
+/* 0, or -1 with MemoryError set (the Winograd kernels' only failure). */
+static inline int tmpi_wg_status(int rc)
+{
+    if (rc != 0) PyErr_NoMemory();
+    return rc;
+}
+
+static int tmpi_forward_f32(const float* x, const float* w, const float* b, float* out, const tmpi_geom& g)
+{
+    if (tmpi_winograd_fits(g))
+        return tmpi_wg_status(tmpi_wg_forward(x, w, b, out, g.N, g.C, g.H, g.W, g.O, g.ph, g.pw));
+    return tmpi_forward_impl<float>(x, w, b, out, g);
+}
+
+static int tmpi_grad_weights_f32(const float* x, const float* gy, float* dw, const tmpi_geom& g)
+{
+    if (tmpi_winograd_fits(g))
+        return tmpi_wg_status(tmpi_wg_grad_weights(x, gy, dw, g.N, g.C, g.H, g.W, g.O, g.ph, g.pw));
+    return tmpi_grad_weights_impl<float>(x, gy, dw, g);
+}
+
+static int tmpi_grad_inputs_f32(const float* w, const float* gy, float* dx, const tmpi_geom& g)
+{
+    if (tmpi_winograd_fits(g))
+        return tmpi_wg_status(tmpi_wg_grad_inputs(w, gy, dx, g.N, g.C, g.O, g.Ho, g.Wo, g.ph, g.pw));
+    return tmpi_grad_inputs_impl<float>(w, gy, dx, g);
+}
+
 #define TMPI_DISPATCH(typenum, call_f, call_d)                              \
     ((typenum) == NPY_FLOAT32 ? (call_f)                                    \
      : (typenum) == NPY_FLOAT64 ? (call_d)                                  \
@@ -398,7 +442,7 @@ static int tmpi_conv2d_forward(PyArrayObject* x_in, PyArrayObject* w_in, PyArray
     int rc = -1;
     if (x && w && (b || !b_in)) {
         rc = TMPI_DISPATCH(typenum,
-            tmpi_forward_impl<float>((float*)PyArray_DATA(x), (float*)PyArray_DATA(w),
+            tmpi_forward_f32((float*)PyArray_DATA(x), (float*)PyArray_DATA(w),
                                      b ? (float*)PyArray_DATA(b) : NULL,
                                      (float*)PyArray_DATA(*z), g),
             tmpi_forward_impl<double>((double*)PyArray_DATA(x), (double*)PyArray_DATA(w),
@@ -427,7 +471,7 @@ static int tmpi_conv2d_grad_weights(PyArrayObject* x_in, PyArrayObject* w_in, Py
     int rc = -1;
     if (x && gy) {
         rc = TMPI_DISPATCH(typenum,
-            tmpi_grad_weights_impl<float>((float*)PyArray_DATA(x), (float*)PyArray_DATA(gy),
+            tmpi_grad_weights_f32((float*)PyArray_DATA(x), (float*)PyArray_DATA(gy),
                                           (float*)PyArray_DATA(*z), g),
             tmpi_grad_weights_impl<double>((double*)PyArray_DATA(x), (double*)PyArray_DATA(gy),
                                            (double*)PyArray_DATA(*z), g));
@@ -454,7 +498,7 @@ static int tmpi_conv2d_grad_inputs(PyArrayObject* x_in, PyArrayObject* w_in, PyA
     int rc = -1;
     if (w && gy) {
         rc = TMPI_DISPATCH(typenum,
-            tmpi_grad_inputs_impl<float>((float*)PyArray_DATA(w), (float*)PyArray_DATA(gy),
+            tmpi_grad_inputs_f32((float*)PyArray_DATA(w), (float*)PyArray_DATA(gy),
                                          (float*)PyArray_DATA(*z), g),
             tmpi_grad_inputs_impl<double>((double*)PyArray_DATA(w), (double*)PyArray_DATA(gy),
                                           (double*)PyArray_DATA(*z), g));
