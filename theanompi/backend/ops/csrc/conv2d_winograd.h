@@ -49,13 +49,29 @@
 #define TMPI_WG_CHUNK_BYTES (384 << 10)
 #endif
 
+/* Larger helpers are called, not inlined: each is used in two or three places, and inlined copies only
+   lengthen the compile (every conv op's module builds this file). */
+#define TMPI_WG_NOINLINE __attribute__((noinline))
+
 typedef float tmpi_vf __attribute__((vector_size(TMPI_WG_VL * sizeof(float))));
 
 enum { TMPI_WG_XI = 36 };
 
 static inline tmpi_vf wg_load(const float* p) { return *(const tmpi_vf*)p; }
 static inline void wg_store(float* p, tmpi_vf v) { *(tmpi_vf*)p = v; }
-static inline tmpi_vf wg_splat(float s) { return (tmpi_vf){} + s; }
+/* unaligned */
+static inline tmpi_vf wg_loadu(const float* p)
+{
+    tmpi_vf v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void wg_storeu(float* p, tmpi_vf v) { memcpy(p, &v, sizeof v); }
+
+/* s - (+0) is s for every s, -0 included, so this folds to one broadcast ((tmpi_vf){} + s cannot: it is an
+   addition that turns -0 into +0). */
+static inline tmpi_vf wg_splat(float s) { return s - (tmpi_vf){}; }
 
 static inline size_t wg_round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
@@ -198,11 +214,15 @@ static inline void wg_kernel(const float* __restrict a, size_t ars, size_t aks, 
     #pragma GCC unroll 16
     for (int r = 0; r < RT; ++r)
         #pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? wg_load(c + r * ldc + v * TMPI_WG_VL) : (tmpi_vf){};
+        for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? wg_loadu(c + r * ldc + v * TMPI_WG_VL) : (tmpi_vf){};
     for (int k = 0; k < K; ++k) {
         tmpi_vf bv[NV];
         #pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) bv[v] = wg_load(b + (size_t)k * ldb + v * TMPI_WG_VL);
+        for (int v = 0; v < NV; ++v) {
+            bv[v] = wg_loadu(b + (size_t)k * ldb + v * TMPI_WG_VL);
+            /* in a register: GCC would otherwise fold the load into each of the RT multiply-adds using it */
+            __asm__("" : "+v"(bv[v]));
+        }
         const float* ak = a + (size_t)k * aks;
         #pragma GCC unroll 16
         for (int r = 0; r < RT; ++r) {
@@ -214,7 +234,7 @@ static inline void wg_kernel(const float* __restrict a, size_t ars, size_t aks, 
     #pragma GCC unroll 16
     for (int r = 0; r < RT; ++r)
         #pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) wg_store(c + r * ldc + v * TMPI_WG_VL, acc[r][v]);
+        for (int v = 0; v < NV; ++v) wg_storeu(c + r * ldc + v * TMPI_WG_VL, acc[r][v]);
 }
 
 /* `rows` rows of c, RT at a time, the rest by halves. */
@@ -230,7 +250,7 @@ static void wg_gemm_rows(int rows, const float* a, size_t ars, size_t aks, const
 }
 
 /* c (rows x nv vectors, row stride ldc) (+)= a (rows x K, strides ars/aks) * b (K x nv vectors). */
-static void wg_gemm(int rows, int nv, const float* a, size_t ars, size_t aks, const float* b, size_t ldb, int K,
+TMPI_WG_NOINLINE static void wg_gemm(int rows, int nv, const float* a, size_t ars, size_t aks, const float* b, size_t ldb, int K,
                     float* c, size_t ldc, int accumulate)
 {
     int v = 0;
@@ -307,19 +327,10 @@ static inline void wg_transpose(tmpi_vf r[TMPI_WG_VL])
     }
 }
 
-static inline tmpi_vf wg_loadu(const float* p)
-{
-    tmpi_vf v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static inline void wg_storeu(float* p, tmpi_vf v) { memcpy(p, &v, sizeof v); }
-
 /* Channel-blocked copy of image x (C x H x W) into xs ([Cb][rows][cols][VL]) at row offset oy, column
    offset ox; lanes past C are left as they are (zero). VL pixels (in row-major order) of VL channels at a
    time are transposed in registers. */
-static void wg_block_image(const float* __restrict x, int C, int H, int W, float* __restrict xs, int rows,
+TMPI_WG_NOINLINE static void wg_block_image(const float* __restrict x, int C, int H, int W, float* __restrict xs, int rows,
                            int cols, int oy, int ox)
 {
     const size_t plane = (size_t)H * W, P = plane;
@@ -351,7 +362,7 @@ static void wg_block_image(const float* __restrict x, int C, int H, int W, float
 }
 
 /* The first H x W pixels of the channel-blocked ys ([Ob][rows][cols][VL]) into y (O x H x W). */
-static void wg_unblock_image(const float* __restrict ys, int rows, int cols, float* __restrict y, int O, int H,
+TMPI_WG_NOINLINE static void wg_unblock_image(const float* __restrict ys, int rows, int cols, float* __restrict y, int O, int H,
                              int W)
 {
     const size_t plane = (size_t)H * W, P = plane;
@@ -387,7 +398,7 @@ static void wg_unblock_image(const float* __restrict ys, int rows, int cols, flo
 /* U[xi][c][o] (c < Cin rows of Opad = Ob*VL floats, lanes past Cout zero) = (G g G^T)[xi] for the filter g
    joining input channel c to output channel o: w[o][c] when not `swap`, else w[c][o] rotated by 180 degrees
    (the input gradient's filters). w is Cout x Cin x 3 x 3 (or, swapped, Cin x Cout x 3 x 3). */
-static void wg_filter_transform(const float* w, int Cin, int Cout, int swap, float* U)
+TMPI_WG_NOINLINE static void wg_filter_transform(const float* w, int Cin, int Cout, int swap, float* U)
 {
     const int Ob = (Cout + TMPI_WG_VL - 1) / TMPI_WG_VL;
     const size_t ld = (size_t)Ob * TMPI_WG_VL, xs = (size_t)Cin * ld;
@@ -419,7 +430,7 @@ static void wg_filter_transform(const float* w, int Cin, int Cout, int swap, flo
 }
 
 /* dw[o][c] (O x C x 3 x 3) = G^T dU[.][c][o] G, dU laid out as U (C rows of Ob*VL floats per xi). */
-static void wg_filter_grad_transform(const float* dU, int C, int O, float* dw)
+TMPI_WG_NOINLINE static void wg_filter_grad_transform(const float* dU, int C, int O, float* dw)
 {
     const int Ob = (O + TMPI_WG_VL - 1) / TMPI_WG_VL;
     const size_t ld = (size_t)Ob * TMPI_WG_VL, xs = (size_t)C * ld;
@@ -453,7 +464,7 @@ static inline int wg_threads(int nchunks)
 }
 
 /* V[xi * vs + t * Cpad + c] for the tiles of images n0 .. n0+m of x (N x C x H x W), through the scratch xs. */
-static void wg_input_chunk(const float* x, const tmpi_wg_geom& g, int n0, int m, float* xs, float* V, size_t vs)
+TMPI_WG_NOINLINE static void wg_input_chunk(const float* x, const tmpi_wg_geom& g, int n0, int m, float* xs, float* V, size_t vs)
 {
     const size_t ld = (size_t)g.Cb * TMPI_WG_VL, plane = (size_t)g.Hs * g.Ws * TMPI_WG_VL;
     const size_t row = (size_t)g.Ws * TMPI_WG_VL;
@@ -471,7 +482,7 @@ static void wg_input_chunk(const float* x, const tmpi_wg_geom& g, int n0, int m,
 
 /* y = conv(x, filters transformed into U) + bias for x N x C x H x W, y N x O x Ho x Wo. 0, or -1 when
    memory ran out. */
-static int tmpi_wg_conv(const float* x, const float* U, const float* bias, float* y, const tmpi_wg_geom& g)
+TMPI_WG_NOINLINE static int tmpi_wg_conv(const float* x, const float* U, const float* bias, float* y, const tmpi_wg_geom& g)
 {
     const int nb = wg_chunk_images(g), nchunks = (g.N + nb - 1) / nb, threads = wg_threads(nchunks);
     const size_t ci = (size_t)g.Cb * TMPI_WG_VL, co = (size_t)g.Ob * TMPI_WG_VL, Tmax = (size_t)nb * g.T1;
