@@ -264,6 +264,108 @@ def test_conv2d_runtime_shape_errors(mode):
 
 
 # --------------------------------------------------------------------------- #
+# Convolution: the Winograd path (float32, 3x3, stride 1, pad <= 2, >= 8 channels) #
+# --------------------------------------------------------------------------- #
+# (x shape, W shape, pad, with bias): every shape class the op routes to Winograd F(4x4, 3x3)
+WINOGRAD_CASES = [
+    ((2, 16, 8, 8), (16, 16, 3, 3), (1, 1), True),     # whole 4x4 tiles, one block of 16 channels
+    ((2, 8, 7, 9), (12, 8, 3, 3), (1, 1), True),       # partial tiles; channels padded to the vector width
+    ((2, 9, 9, 6), (10, 9, 3, 3), (0, 2), False),      # no padding in one dimension, 2 in the other
+    ((2, 40, 6, 5), (33, 40, 3, 3), (1, 1), True),     # several channel blocks and a remainder
+    ((3, 16, 32, 32), (16, 16, 3, 3), (1, 1), False),  # one image per chunk: chunks shared out over threads
+    ((24, 16, 8, 8), (16, 16, 3, 3), (1, 1), False),   # many images per chunk, a short last chunk
+]
+WINOGRAD_IDS = ["tiles", "partial-tiles", "pad0-pad2", "channel-blocks", "chunks-threads", "images-per-chunk"]
+#: Winograd's float32 error, relative to the largest value: measured 2e-6..8e-6 on these cases (the direct sum
+#: of the im2col path: 2e-7..1e-6)
+WINOGRAD_RTOL = 5e-5
+
+
+def _relative_error(value, ref):
+    return float(np.abs(value - ref).max() / np.abs(ref).max())
+
+
+@pytest.mark.parametrize("case", WINOGRAD_CASES, ids=WINOGRAD_IDS)
+def test_conv2d_winograd_matches_reference_and_im2col(case, monkeypatch):
+    xs, ws, pad, with_bias = case
+    rng = np.random.default_rng(sum(xs) + sum(ws))
+    x = rng.standard_normal(xs).astype("float32")
+    w = (rng.standard_normal(ws) / np.sqrt(9 * ws[1])).astype("float32")
+    b = rng.standard_normal(ws[0]).astype("float32")
+    y_ref = ref_conv(x, w, (1, 1), pad, b if with_bias else None)
+    g = rng.standard_normal(y_ref.shape).astype("float32")
+    expected = [y_ref, *ref_conv_grads(x, w, g, (1, 1), pad)[:2]]
+
+    inputs, outputs = _conv_graph("float32", (1, 1), pad, with_bias)
+    f = pytensor.function(inputs, outputs[:3])
+    args = [x, w, b, g] if with_bias else [x, w, g]
+    winograd = f(*args)
+    monkeypatch.setenv("THEANOMPI_CONV_ALGO", "im2col")
+    im2col = f(*args)
+    for name, value, old, ref in zip(["y", "dx", "dw"], winograd, im2col, expected):
+        assert value.dtype == "float32", name
+        assert _relative_error(value, ref) < WINOGRAD_RTOL, name
+        assert _relative_error(value, old) < WINOGRAD_RTOL, name
+        # different arithmetic: equal bits would mean the Winograd path never ran
+        assert not np.array_equal(value, old), name
+
+
+@pytest.mark.parametrize(
+    "dtype, xs, ws, stride",
+    [("float64", (2, 16, 8, 8), (16, 16, 3, 3), 1),   # float64 stays on im2col
+     ("float32", (2, 16, 8, 8), (16, 16, 3, 3), 2),   # so does stride 2
+     ("float32", (2, 4, 8, 8), (16, 4, 3, 3), 1),     # and a layer of fewer than 8 channels
+     ("float32", (2, 16, 8, 8), (16, 16, 5, 5), 1)],  # and a 5x5 filter
+    ids=["float64", "stride2", "thin", "5x5"],
+)
+def test_conv2d_shapes_outside_winograd_stay_on_im2col(dtype, xs, ws, stride, monkeypatch):
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal(xs).astype(dtype), rng.standard_normal(ws).astype(dtype)
+    inputs, outputs = _conv_graph(dtype, (stride, stride), (1, 1), with_bias=False)
+    f = pytensor.function(inputs, outputs)
+    out = [(size + 2 - k) // stride + 1 for size, k in zip(xs[2:], ws[2:])]
+    g = rng.standard_normal((xs[0], ws[0], *out)).astype(dtype)
+    auto = f(x, w, g)
+    monkeypatch.setenv("THEANOMPI_CONV_ALGO", "im2col")
+    for value, old in zip(auto, f(x, w, g)):
+        np.testing.assert_array_equal(value, old)
+
+
+# The convolution is linear in each single input value, so a finite difference with a large step is exact but for
+# rounding; the default float32 step (3e-4) drowns the difference in the forward pass's rounding noise.
+LINEAR_EPS = 1.0
+
+
+def test_conv2d_winograd_verify_grad():
+    """Finite differences in float32 through the Winograd forward, input and weight gradients."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 8, 5, 6)).astype("float32")
+    w = (rng.standard_normal((8, 8, 3, 3)) / 6).astype("float32")
+    b = rng.standard_normal(8).astype("float32")
+    verify_grad(lambda x_, w_, b_: conv2d(x_, w_, 1, 1, bias=b_), [x, w, b], rng=rng, eps=LINEAR_EPS)
+
+
+def test_conv2d_winograd_grad_ops_verify_grad():
+    """Second order through the Winograd path: the gradient ops' own gradients (all 3x3, stride 1)."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((2, 8, 5, 6)).astype("float32")
+    w = (rng.standard_normal((8, 8, 3, 3)) / 6).astype("float32")
+    gy = rng.standard_normal((2, 8, 5, 6)).astype("float32")
+    verify_grad(lambda w_, g_: Conv2dGradInputs(1, 1)(pt.constant(x), w_, g_), [w, gy], rng=rng, eps=LINEAR_EPS)
+    verify_grad(lambda x_, g_: Conv2dGradWeights(1, 1)(x_, pt.constant(w), g_), [x, gy], rng=rng, eps=LINEAR_EPS)
+
+
+def test_conv2d_bad_algorithm_setting_is_a_value_error(monkeypatch):
+    x, w = pt.tensor4("x", dtype="float32"), pt.tensor4("w", dtype="float32")
+    f = pytensor.function([x, w], conv2d(x, w, pad=1))
+    monkeypatch.setenv("THEANOMPI_CONV_ALGO", "fastest")
+    with pytest.raises(ValueError, match=r"THEANOMPI_CONV_ALGO must be 'auto' or 'im2col', got 'fastest'"):
+        f(np.zeros((1, 8, 4, 4), "float32"), np.zeros((8, 8, 3, 3), "float32"))
+    monkeypatch.setenv("THEANOMPI_CONV_ALGO", "auto")
+    assert f(np.ones((1, 8, 4, 4), "float32"), np.ones((8, 8, 3, 3), "float32"))[0, 0, 1, 1] == 72
+
+
+# --------------------------------------------------------------------------- #
 # Pooling                                                                     #
 # --------------------------------------------------------------------------- #
 # (x shape, pool, stride, pad)

@@ -376,17 +376,26 @@ static int tmpi_check_gy(PyArrayObject* gy, const tmpi_geom& g, const char* op)
 /* Which algorithm runs a float32 convolution: Winograd F(4x4, 3x3) (conv2d_winograd.h) for 3x3 filters,
    stride 1 and padding up to 2 between layers of at least TMPI_WG_MIN_CHANNELS channels each; im2col + GEMM
    for everything else and for float64. THEANOMPI_CONV_ALGO=im2col sends every convolution to im2col (the
-   tests and benchmarks compare the two that way). */
+   tests and benchmarks compare the two that way); unset, empty or `auto` chooses as above. */
 #ifndef TMPI_WG_MIN_CHANNELS
 #define TMPI_WG_MIN_CHANNELS 8
 #endif
 
+/* 1 when THEANOMPI_CONV_ALGO asks for im2col everywhere, 0 when not, -1 with ValueError set for another
+   value (read at every call, so a test or benchmark can switch it between calls). */
+static int tmpi_conv_im2col_only(void)
+{
+    const char* algo = getenv("THEANOMPI_CONV_ALGO");
+    if (!algo || !*algo || strcmp(algo, "auto") == 0) return 0;
+    if (strcmp(algo, "im2col") == 0) return 1;
+    PyErr_Format(PyExc_ValueError, "THEANOMPI_CONV_ALGO must be 'auto' or 'im2col', got '%s'", algo);
+    return -1;
+}
+
 static int tmpi_winograd_fits(const tmpi_geom& g)
 {
     if (g.kh != 3 || g.kw != 3 || g.sh != 1 || g.sw != 1 || g.ph > 2 || g.pw > 2) return 0;
-    if (g.N < 1 || g.Ho < 1 || g.Wo < 1 || g.C < TMPI_WG_MIN_CHANNELS || g.O < TMPI_WG_MIN_CHANNELS) return 0;
-    const char* algo = getenv("THEANOMPI_CONV_ALGO");
-    return !(algo && strcmp(algo, "im2col") == 0);
+    return g.N >= 1 && g.Ho >= 1 && g.Wo >= 1 && g.C >= TMPI_WG_MIN_CHANNELS && g.O >= TMPI_WG_MIN_CHANNELS;
 }
 
 /* 0, or -1 with MemoryError set (the Winograd kernels' only failure). */
@@ -398,21 +407,21 @@ static inline int tmpi_wg_status(int rc)
 
 static int tmpi_forward_f32(const float* x, const float* w, const float* b, float* out, const tmpi_geom& g)
 {
-    if (tmpi_winograd_fits(g))
+    if (tmpi_winograd_fits(g) && !tmpi_conv_im2col_only())
         return tmpi_wg_status(tmpi_wg_forward(x, w, b, out, g.N, g.C, g.H, g.W, g.O, g.ph, g.pw));
     return tmpi_forward_impl<float>(x, w, b, out, g);
 }
 
 static int tmpi_grad_weights_f32(const float* x, const float* gy, float* dw, const tmpi_geom& g)
 {
-    if (tmpi_winograd_fits(g))
+    if (tmpi_winograd_fits(g) && !tmpi_conv_im2col_only())
         return tmpi_wg_status(tmpi_wg_grad_weights(x, gy, dw, g.N, g.C, g.H, g.W, g.O, g.ph, g.pw));
     return tmpi_grad_weights_impl<float>(x, gy, dw, g);
 }
 
 static int tmpi_grad_inputs_f32(const float* w, const float* gy, float* dx, const tmpi_geom& g)
 {
-    if (tmpi_winograd_fits(g))
+    if (tmpi_winograd_fits(g) && !tmpi_conv_im2col_only())
         return tmpi_wg_status(tmpi_wg_grad_inputs(w, gy, dx, g.N, g.C, g.O, g.Ho, g.Wo, g.ph, g.pw));
     return tmpi_grad_inputs_impl<float>(w, gy, dx, g);
 }
@@ -427,6 +436,7 @@ static int tmpi_conv2d_forward(PyArrayObject* x_in, PyArrayObject* w_in, PyArray
                                PyArrayObject** z, int sh, int sw, int ph, int pw)
 {
     tmpi_geom g;
+    if (tmpi_conv_im2col_only() < 0) return -1;
     if (tmpi_fill_geom(&g, x_in, PyArray_DIMS(w_in), sh, sw, ph, pw, "conv2d") != 0) return -1;
     if (b_in && PyArray_DIMS(b_in)[0] != g.O) {
         PyErr_Format(PyExc_ValueError, "conv2d: bias has %ld entries but W has %d output channels",
@@ -461,6 +471,7 @@ static int tmpi_conv2d_grad_weights(PyArrayObject* x_in, PyArrayObject* w_in, Py
 {
     tmpi_geom g;
     npy_intp* ws = PyArray_DIMS(w_in);
+    if (tmpi_conv_im2col_only() < 0) return -1;
     if (tmpi_fill_geom(&g, x_in, ws, sh, sw, ph, pw, "conv2d_grad_weights") != 0) return -1;
     if (tmpi_check_gy(gy_in, g, "conv2d_grad_weights") != 0) return -1;
     npy_intp dims[4] = {ws[0], ws[1], ws[2], ws[3]};
@@ -486,6 +497,7 @@ static int tmpi_conv2d_grad_inputs(PyArrayObject* x_in, PyArrayObject* w_in, PyA
                                    PyArrayObject** z, int sh, int sw, int ph, int pw)
 {
     tmpi_geom g;
+    if (tmpi_conv_im2col_only() < 0) return -1;
     if (tmpi_fill_geom(&g, x_in, PyArray_DIMS(w_in), sh, sw, ph, pw, "conv2d_grad_inputs") != 0)
         return -1;
     if (tmpi_check_gy(gy_in, g, "conv2d_grad_inputs") != 0) return -1;
