@@ -99,6 +99,8 @@ static void tmpi_im2col(const T* __restrict xp, int Hp, int Wp, const tmpi_geom&
                     T* d = row + (size_t)oh * g.Wo;
                     if (g.sw == 1) {
                         for (int ow = 0; ow < g.Wo; ++ow) d[ow] = s[ow];
+                    } else if (g.sw == 2) {  /* a constant stride the compiler vectorises */
+                        for (int ow = 0; ow < g.Wo; ++ow) d[ow] = s[2 * ow];
                     } else {
                         for (int ow = 0; ow < g.Wo; ++ow) d[ow] = s[ow * g.sw];
                     }
@@ -123,6 +125,8 @@ static void tmpi_col2im(const T* __restrict cols, size_t ld, const tmpi_geom& g,
                     T* d = dst + (size_t)oh * g.sh * Wp;
                     if (g.sw == 1) {
                         for (int ow = 0; ow < g.Wo; ++ow) d[ow] += s[ow];
+                    } else if (g.sw == 2) {
+                        for (int ow = 0; ow < g.Wo; ++ow) d[2 * ow] += s[ow];
                     } else {
                         for (int ow = 0; ow < g.Wo; ++ow) d[ow * g.sw] += s[ow];
                     }
