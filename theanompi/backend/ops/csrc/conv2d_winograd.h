@@ -297,12 +297,15 @@ static inline tmpi_wg_geom wg_geom(int N, int C, int H, int W, int O, int ph, in
 }
 
 /* Images per chunk: the chunk's transformed input and output (or output gradient) fill about
-   TMPI_WG_CHUNK_BYTES; at least one image. */
+   TMPI_WG_CHUNK_BYTES, and with several threads there are at least 4 chunks per thread where the batch
+   allows (the threads' shares stay even); at least one image. */
 template <class F>
 static inline int wg_chunk_images(const tmpi_wg_geom& g)
 {
     const size_t per_image = (size_t)F::A * F::A * g.T1 * (g.Cb + g.Ob) * TMPI_WG_VL * sizeof(float);
     size_t nb = TMPI_WG_CHUNK_BYTES / (per_image ? per_image : 1);
+    const size_t threads = omp_get_max_threads(), even = (size_t)g.N / (4 * threads);
+    if (threads > 1 && even >= 1 && nb > even) nb = even;
     if (nb < 1) nb = 1;
     if (nb > (size_t)g.N) nb = g.N;
     return (int)nb;
