@@ -24,7 +24,7 @@
 
 /* Larger helpers are called, not inlined: each is used in two or three places, and inlined copies only
    lengthen the compile (every conv op's module builds these files). */
-#define TMPI_WG_NOINLINE __attribute__((noinline))
+#define TMPI_WG_NOINLINE __attribute__((noinline, noclone))
 
 typedef float tmpi_vf __attribute__((vector_size(TMPI_WG_VL * sizeof(float))));
 
@@ -130,7 +130,7 @@ typedef int tmpi_vi __attribute__((vector_size(TMPI_WG_VL * sizeof(int))));
 
 /* r[i][j] <-> r[j][i] for VL vectors of VL lanes: log2(VL) rounds of two-source shuffles, round `bit` swapping
    the lanes whose row and column differ in that bit. */
-static inline void wg_transpose(tmpi_vf r[TMPI_WG_VL])
+TMPI_WG_NOINLINE static void wg_transpose(tmpi_vf r[TMPI_WG_VL])
 {
     #pragma GCC unroll 4
     for (int bit = 1; bit < TMPI_WG_VL; bit <<= 1) {

@@ -347,11 +347,15 @@ TMPI_WG_NOINLINE static void wg_block_phases(const float* __restrict x, int C, i
                 int xx = 0;
                 for (; xx + TMPI_WG_VL <= W; xx += TMPI_WG_VL) {
                     tmpi_vf r[TMPI_WG_VL];
-                    #pragma GCC unroll 16
                     for (int l = 0; l < TMPI_WG_VL; ++l) r[l] = wg_loadu(src + l * plane + (size_t)y * W + xx);
                     wg_transpose(r);
-                    #pragma GCC unroll 16
-                    for (int k = 0; k < TMPI_WG_VL; ++k) wg_store(at(c0, y, xx + k), r[k]);
+                    /* columns xx, xx + 2, ... go to one phase, xx + 1, xx + 3, ... to the other */
+                    float* even = at(c0, y, xx);
+                    float* odd = at(c0, y, xx + 1);
+                    for (int k = 0; k < TMPI_WG_VL; k += 2) {
+                        wg_store(even + (k >> 1) * TMPI_WG_VL, r[k]);
+                        wg_store(odd + (k >> 1) * TMPI_WG_VL, r[k + 1]);
+                    }
                 }
                 for (; xx < W; ++xx)
                     for (int l = 0; l < TMPI_WG_VL; ++l) at(c0, y, xx)[l] = src[l * plane + (size_t)y * W + xx];
