@@ -5,7 +5,9 @@ stride-2 convolutions included) one pytensor function returns ``conv2d(x, W)`` a
 ``sum(conv * gy)`` with respect to x and W; torch runs ``F.conv2d`` forward and ``backward(gy)``.
 ``ours_im2col`` is the same function with ``THEANOMPI_CONV_ALGO=im2col``: every convolution on the
 im2col + GEMM kernels (the op before the Winograd path). Same threads (``--threads``; 1 and 2 are the
-figures in docs/performance.md), interleaved blocks, medians; outputs compared before timing.
+figures in docs/performance.md), interleaved blocks, medians; outputs compared before timing. Each
+variant's float32 error (largest absolute difference over the largest absolute value, for y, dx and dW)
+against the float64 result of the same op (its im2col path) goes into the JSON as ``error``.
 
 Example
 -------
@@ -42,13 +44,17 @@ def main(argv=None) -> int:
     import theanompi  # noqa: F401  (pytensor configuration)
     from theanompi.backend.ops import conv2d
 
-    def ours_fn(stride):
-        x_var, w_var, gy_var = (pt.tensor4(n, dtype="float32") for n in ("x", "W", "gy"))
+    def ours_fn(stride, dtype="float32"):
+        x_var, w_var, gy_var = (pt.tensor4(n, dtype=dtype) for n in ("x", "W", "gy"))
         y_var = conv2d(x_var, w_var, stride=stride, pad=1)
         grads = pytensor.grad((y_var * gy_var).sum(), [x_var, w_var])
         return pytensor.function([x_var, w_var, gy_var], [y_var, *grads])
 
     ours_by_stride = {stride: ours_fn(stride) for stride in {shape[-1] for shape in SHAPES}}
+    reference_by_stride = {stride: ours_fn(stride, "float64") for stride in ours_by_stride}
+
+    def relative_errors(got, ref):
+        return [float(np.abs(a - r).max() / np.abs(r).max()) for a, r in zip(got, ref)]
 
     def torch_step(xt, wt, gyt, stride):
         y = torch.nn.functional.conv2d(xt, wt, stride=stride, padding=1)
@@ -67,17 +73,23 @@ def main(argv=None) -> int:
         xt, wt = torch.from_numpy(x).requires_grad_(True), torch.from_numpy(w).requires_grad_(True)
         gyt = torch.from_numpy(gy)
         yt = torch_step(xt, wt, gyt, stride)
-        for got in (ours(x, w, gy), ours_im2col(x, w, gy)):
-            for a, b in zip(got, (yt.detach().numpy(), xt.grad.numpy(), wt.grad.numpy())):
+        theirs = (yt.detach().numpy(), xt.grad.numpy().copy(), wt.grad.numpy().copy())
+        reference = reference_by_stride[stride](*(a.astype("float64") for a in (x, w, gy)))
+        error = {"torch": relative_errors(theirs, reference)}
+        for name, fn in (("ours", ours), ("ours_im2col", ours_im2col)):
+            got = fn(x, w, gy)
+            error[name] = relative_errors(got, reference)
+            for a, b in zip(got, theirs):
                 np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-3 * float(np.abs(b).max()))
         key = f"{n}x{c}x{size}x{size}->{o}" + (f"/s{stride}" if stride > 1 else "")
         variants = {"ours": (ours, (x, w, gy)), "ours_im2col": (ours_im2col, (x, w, gy)),
                     "torch": (torch_step, (xt, wt, gyt, stride))}
-        rows[key] = row = time_variants(variants, args, warmup=2)
+        rows[key] = row = {**time_variants(variants, args, warmup=2), "error": error}
         med = row["ms_median"]
         print(f"conv3x3 fwd+bwd {key:<22} ours {med['ours']:7.2f} ms (im2col {med['ours_im2col']:7.2f})  "
-              f"torch {med['torch']:7.2f} ms  ratio {med['ours'] / med['torch']:.2f}x",
-              flush=True)
+              f"torch {med['torch']:7.2f} ms  ratio {med['ours'] / med['torch']:.2f}x  error y/dx/dW ours "
+              f"{'/'.join(f'{e:.0e}' for e in error['ours'])}, im2col "
+              f"{'/'.join(f'{e:.0e}' for e in error['ours_im2col'])}", flush=True)
     write_result("conv_vs_torch", args, rows)
     return 0
 
