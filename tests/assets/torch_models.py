@@ -1,4 +1,4 @@
-"""PyTorch ModelClasses for the fault tests: the example's digits CNN, slowed down."""
+"""PyTorch ModelClasses on the example's digits CNN: slowed down (fault tests), reporting its devices (GPU tests)."""
 
 import sys
 import time
@@ -15,3 +15,23 @@ class TorchNapper(DigitsCNN):
     def train_iter(self, count, recorder):
         time.sleep(0.05)
         return super().train_iter(count, recorder)
+
+
+class DeviceReportCNN(DigitsCNN):
+    """Writes, at cleanup, where its module, flat gradient and momenta live and what update_vector hands over
+    (RUN_DIR/torch-report-RANK.json; for tests/sessions/test_gpu.py)."""
+
+    def cleanup(self):
+        import json
+
+        vector = self.update_vector()
+        pointer = vector.data.ptr if type(vector).__module__.startswith("cupy") else vector.ctypes.data
+        report = {
+            "param_devices": sorted({str(p.device) for p in self.params}),
+            "velocity_devices": sorted({str(v.device) for v in self.velocities}),
+            "flat_grad_device": str(self.flat_grad.device),
+            "update_vector_type": f"{type(vector).__module__.split('.')[0]}.{type(vector).__name__}",
+            "update_vector_is_flat_grad": pointer == self.flat_grad.data_ptr(),
+        }
+        (self.config.run_dir / f"torch-report-{self.config.rank}.json").write_text(json.dumps(report))
+        super().cleanup()

@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import ASSETS, ROOT, run_launcher, write_cfg  # noqa: E402
+from conftest import ASSETS, ROOT, run_launcher, run_mpi, write_cfg  # noqa: E402
 
 from theanompi.models.contract import WorkerConfig  # noqa: E402
 from theanompi.models.loader import load_model_class  # noqa: E402
@@ -85,6 +85,14 @@ def test_cdd_two_workers_equal_one_process_with_double_batch(tmp_path):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=2e-5)
         moved = max(moved, float(np.abs(a - start).max()))
     assert moved > 1e-2  # training moved the weights: the comparison is not vacuous
+
+
+def test_cdd_exchange_sums_the_flat_gradient_in_place_without_a_copy():
+    """The host path of BSP's torch exchange on 2 ranks: the update vector is a NumPy view of the flat gradient
+    (DLPack), staged and summed in place, read back by apply_update from the same memory
+    (tests/mpi_scripts/check_torch_exchange.py; the CuPy/NCCL path: tests/sessions/test_gpu.py)."""
+    proc = run_mpi("check_torch_exchange.py", 2, "cpu0", "ar")
+    assert "torch exchange ok: 2 rank(s), cpu0, ar, numpy views of the flat gradient, summed in place" in proc.stdout
 
 
 def test_resume_equals_uninterrupted_run(tmp_path):

@@ -122,14 +122,22 @@ class FusedParams:
     def stage(self, vector):
         """A writable fused-layout buffer in this buffer's memory holding ``vector`` (e.g. an update vector).
 
-        ``vector`` itself when it already is one (a C-mode gradient: no copy), else its
-        values copied into the reused :attr:`buffer` (from a JAX array: through DLPack on
-        a GPU, a host copy on a CPU jax).
+        ``vector`` itself when it already is one -- a NumPy array for a host buffer (a C-mode gradient, a CPU
+        torch model's flat gradient), a CuPy array for a GPU buffer (a GPU torch model's flat gradient through
+        DLPack): no copy, the exchange sums into the model's own buffer -- else its values copied into the reused
+        :attr:`buffer` (from a JAX array, which must not be written: through DLPack on a GPU, a host copy on a
+        CPU jax).
         """
-        if isinstance(vector, np.ndarray) and self.xp is np and vector.flags.writeable and vector.flags.c_contiguous:
+        if self._is_writable_buffer(vector):
             return vector
         self.buffer[...] = arrays.as_buffer(vector, self.xp)
         return self.buffer
+
+    def _is_writable_buffer(self, vector) -> bool:
+        if self.xp is np:
+            return isinstance(vector, np.ndarray) and vector.flags.writeable and vector.flags.c_contiguous
+        return (arrays.is_cupy(vector) and vector.flags.c_contiguous and vector.dtype == self.dtype
+                and vector.size == self.size)
 
     def write(self, flat, scale: float | None = None) -> None:
         """Set every param from ``flat`` (times ``scale``, fused into the copy); ``flat`` may be reused."""

@@ -21,9 +21,12 @@ and NaN checks read and write them in place through :mod:`theanompi.comm.param_a
 ``config.seed`` seeds torch before :meth:`build_network`, so every rank builds
 the same initial weights. Each rank's torch intra-op pool gets THREADS_PER_WORKER
 threads (the launcher resolves 0 to cores / local ranks and passes it to the rank
-as ``OMP_NUM_THREADS``). A ``cudaN`` device puts the module on the rank's GPU;
-its tensors reach CuPy/NCCL through DLPack (written for, not run on, this CPU-only
-project machine).
+as ``OMP_NUM_THREADS``). A ``cudaN`` device puts the module, its flat gradient
+buffer and the momenta on the rank's GPU; BSP ``cdd`` then exchanges the flat
+gradient in place: :meth:`update_vector` is a CuPy view of it (DLPack, no copy),
+NCCL or CUDA-aware MPI sums into it, and :meth:`apply_update` reads the sum back
+as a torch tensor (DLPack again). On a CPU the same hand-over goes through NumPy
+views (the path the tests run here; the GPU one has not run on a GPU yet).
 
 MODEL_* options: ``batch_size``, ``lr``, ``momentum``, ``weight_decay``, ``n_epochs``
 (ClassifierModel's defaults and checks, from
@@ -199,19 +202,21 @@ class TorchClassifierModel(ClassifierHyperParams):
         return None
 
     def update_vector(self):
-        """The flat gradient as an array sharing its memory: NumPy on a CPU, CuPy (DLPack) on a GPU."""
-        if self.flat_grad.is_cuda:
-            import cupy  # noqa: PLC0415 - cupy is optional (CUDA only)
+        """The flat gradient as an array sharing its memory (DLPack, no copy): NumPy on a CPU, CuPy on a GPU.
 
-            return cupy.from_dlpack(self.flat_grad)
-        return self.flat_grad.numpy()
+        The rule's exchange may sum into it in place (it is this model's own buffer, zeroed every step)."""
+        return arrays.dlpack_view(self.flat_grad)
 
     def apply_update(self, vector_sum) -> None:
-        """Apply the sum over workers of their update vectors: the momentum step with their mean."""
-        if arrays.is_cupy(vector_sum):
+        """Apply the sum over workers of their update vectors: the momentum step with their mean.
+
+        A NumPy or CuPy sum becomes a torch tensor through DLPack (no copy; the exchanged buffer is usually
+        :attr:`flat_grad` itself); a sum in host memory goes to a GPU module's device once."""
+        kind = arrays.kind(vector_sum)
+        if kind == "cupy" or (kind == "numpy" and vector_sum.flags.writeable and vector_sum.flags.c_contiguous):
             total = torch.from_dlpack(vector_sum)
-        else:
-            total = torch.from_numpy(np.ascontiguousarray(arrays.to_host(vector_sum)))
+        else:  # a read-only or strided NumPy array, a jax array: copied to a fresh host array
+            total = torch.from_numpy(np.array(arrays.to_host(vector_sum)))
         total = total.to(self.device, non_blocking=True)
         grads, start = [], 0
         for p in self.params:
