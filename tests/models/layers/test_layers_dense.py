@@ -100,7 +100,8 @@ def test_dense_errors_quote_values():
         L.DenseLayer(l_in, 3, W=pytensor.shared(np.zeros(3, floatX), name="w"))
     with pytest.raises(ValueError, match="shape entries must be positive ints or None, got \\(None, 0\\)"):
         L.InputLayer((None, 0))
-    with pytest.raises(ValueError, match="incoming must be a Layer or a shape tuple, got list"):
+    with pytest.raises(ValueError, match="an incoming must be a layer .anything with output_shape. or a shape tuple, "
+                                         "got list"):
         L.DenseLayer([None, 3], 2)
     named = L.DenseLayer(l_in, 2, name="fc1")
     assert [p.name for p in named.get_params()] == ["fc1.W", "fc1.b"]

@@ -59,9 +59,15 @@ Example
 from theanompi.models.layers import init, nonlinearities, objectives, regularization, updates, utils
 from theanompi.models.layers.base import Layer, MergeLayer, attach_update, create_param, set_state_update
 from theanompi.models.layers.conv import (
+    BaseConvLayer,
+    Conv1DLayer,
     Conv2DLayer,
+    Conv3DLayer,
     Deconv2DLayer,
+    Deconv3DLayer,
+    DilatedConv2DLayer,
     TransposedConv2DLayer,
+    TransposedConv3DLayer,
     conv_input_length,
     conv_output_length,
 )
@@ -102,7 +108,8 @@ from theanompi.models.layers.shape import (
 from theanompi.models.layers.special import ExpressionLayer
 
 __all__ = [
-    "BatchNormLayer", "ConcatLayer", "Conv2DLayer", "Deconv2DLayer", "DenseLayer", "DimshuffleLayer", "DropoutLayer",
+    "BaseConvLayer", "BatchNormLayer", "ConcatLayer", "Conv1DLayer", "Conv2DLayer", "Conv3DLayer", "Deconv2DLayer",
+    "Deconv3DLayer", "DilatedConv2DLayer", "TransposedConv3DLayer", "DenseLayer", "DimshuffleLayer", "DropoutLayer",
     "ElemwiseMergeLayer", "ElemwiseSumLayer", "ExpressionLayer", "FlattenLayer", "GaussianNoiseLayer", "Gate",
     "GlobalPoolLayer", "InputLayer", "LSTMLayer", "Layer", "LocalResponseNormalization2DLayer", "MaxPool2DLayer",
     "MergeLayer", "NonlinearityLayer", "PadLayer", "Pool2DLayer", "ReshapeLayer", "TransposedConv2DLayer",

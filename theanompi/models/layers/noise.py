@@ -30,9 +30,7 @@ __all__ = ["DropoutLayer", "GaussianNoiseLayer", "dropout"]
 class _RandomLayer(Layer):
     def __init__(self, incoming, **kwargs):
         super().__init__(incoming, **kwargs)
-        rng = init.get_rng()
-        high = 2**31 - 1
-        self._seed = int(rng.integers(high) if isinstance(rng, np.random.Generator) else rng.randint(high))
+        self._seed = init.random_int(2**31 - 1)
         self._draws = 0
 
     def _new_rng(self):

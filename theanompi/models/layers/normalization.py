@@ -175,10 +175,10 @@ class BatchNormLayer(Layer):
 
     def _running_aliases(self, batch_mean, batch_inv_std):
         """Aliases of ``mean``/``inv_std`` that move them towards the batch's statistics when compiled."""
-        a = np.asarray(self.alpha, dtype=batch_mean.dtype)
-        one_minus_a = np.asarray(1.0 - self.alpha, dtype=batch_mean.dtype)
-        return (attach_update(self.mean, lambda r: one_minus_a * r + a * batch_mean),
-                attach_update(self.inv_std, lambda r: one_minus_a * r + a * batch_inv_std))
+        a = np.asarray(self.alpha, dtype=self.mean.dtype)
+        one_minus_a = np.asarray(1.0 - self.alpha, dtype=self.mean.dtype)
+        return (attach_update(self.mean, lambda r: one_minus_a * r + a * batch_mean.astype(r.dtype)),
+                attach_update(self.inv_std, lambda r: one_minus_a * r + a * batch_inv_std.astype(r.dtype)))
 
     def _gamma_beta(self, input):
         """gamma and beta in ``input``'s dtype (ones and zeros for a layer without them)."""
