@@ -39,11 +39,8 @@ __all__ = [name for name in _ours.__all__ if name not in _TOP_LEVEL_MODULES]
 globals().update((name, getattr(_ours, name)) for name in __all__)
 
 __getattr__ = unported_names(__name__, [
-    "BiasLayer", "Conv1DLayer", "Conv3DLayer", "CustomRecurrentLayer", "Deconv3DLayer", "DilatedConv2DLayer",
-    "EmbeddingLayer", "FeaturePoolLayer", "FeatureWTALayer", "GRULayer", "InverseLayer", "LocallyConnected2DLayer",
-    "MaxPool1DLayer", "MaxPool3DLayer", "NINLayer", "ParametricRectifierLayer", "Pool1DLayer", "Pool3DLayer",
-    "RandomizedRectifierLayer", "RecurrentLayer", "ScaleLayer", "SliceLayer", "SpatialPyramidPoolingLayer",
-    "TPSTransformerLayer", "TransformerLayer", "TransposedConv3DLayer", "Upscale1DLayer", "Upscale2DLayer",
-    "Upscale3DLayer", "autocrop", "autocrop_array_shapes", "dropout_channels", "dropout_locations", "prelu", "rrelu",
-    "spatial_dropout", "standardize",
+    "BiasLayer", "CustomRecurrentLayer", "EmbeddingLayer", "GRULayer", "InverseLayer", "LocallyConnected2DLayer",
+    "NINLayer", "ParametricRectifierLayer", "RandomizedRectifierLayer", "RecurrentLayer", "ScaleLayer", "SliceLayer",
+    "TPSTransformerLayer", "TransformerLayer", "autocrop", "autocrop_array_shapes", "dropout_channels",
+    "dropout_locations", "prelu", "rrelu", "spatial_dropout", "standardize",
 ])

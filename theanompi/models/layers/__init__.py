@@ -93,7 +93,23 @@ from theanompi.models.layers.normalization import (
     pool_running_stats,
     sync_running_stats,
 )
-from theanompi.models.layers.pool import GlobalPoolLayer, MaxPool2DLayer, Pool2DLayer, pool_output_length
+from theanompi.models.layers.pool import (
+    FeaturePoolLayer,
+    FeatureWTALayer,
+    GlobalPoolLayer,
+    MaxPool1DLayer,
+    MaxPool2DLayer,
+    MaxPool3DLayer,
+    Pool1DLayer,
+    Pool2DLayer,
+    Pool3DLayer,
+    SpatialPyramidPoolingLayer,
+    Upscale1DLayer,
+    Upscale2DLayer,
+    Upscale3DLayer,
+    pool_2d,
+    pool_output_length,
+)
 from theanompi.models.layers.recurrent import Gate, LSTMLayer
 from theanompi.models.layers.shape import (
     DimshuffleLayer,
@@ -109,7 +125,9 @@ from theanompi.models.layers.special import ExpressionLayer
 
 __all__ = [
     "BaseConvLayer", "BatchNormLayer", "ConcatLayer", "Conv1DLayer", "Conv2DLayer", "Conv3DLayer", "Deconv2DLayer",
-    "Deconv3DLayer", "DilatedConv2DLayer", "TransposedConv3DLayer", "DenseLayer", "DimshuffleLayer", "DropoutLayer",
+    "Deconv3DLayer", "DilatedConv2DLayer", "TransposedConv3DLayer", "FeaturePoolLayer", "FeatureWTALayer",
+    "MaxPool1DLayer", "MaxPool3DLayer", "Pool1DLayer", "Pool3DLayer", "SpatialPyramidPoolingLayer", "Upscale1DLayer",
+    "Upscale2DLayer", "Upscale3DLayer", "pool_2d", "DenseLayer", "DimshuffleLayer", "DropoutLayer",
     "ElemwiseMergeLayer", "ElemwiseSumLayer", "ExpressionLayer", "FlattenLayer", "GaussianNoiseLayer", "Gate",
     "GlobalPoolLayer", "InputLayer", "LSTMLayer", "Layer", "LocalResponseNormalization2DLayer", "MaxPool2DLayer",
     "MergeLayer", "NonlinearityLayer", "PadLayer", "Pool2DLayer", "ReshapeLayer", "TransposedConv2DLayer",

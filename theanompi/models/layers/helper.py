@@ -59,7 +59,7 @@ def get_all_layers(layer, treat_as_input=None):
         if current is None:
             queue.popleft()
         elif current not in seen:
-            if not hasattr(current, "output_shape"):
+            if not isinstance(current, Layer) and not hasattr(current, "output_shape"):
                 raise ValueError(f"get_all_layers: expected layers (anything with output_shape), got "
                                  f"{describe(current)}")
             seen.add(current)

@@ -132,8 +132,9 @@ class BatchNormLayer(Layer):
                                                              regularizable=False)
         self.gamma = None if gamma is None else self.add_param(gamma, shape, "gamma", trainable=True,
                                                                regularizable=True)
-        self.mean = self.add_param(mean, shape, "mean", trainable=False, regularizable=False)
-        self.inv_std = self.add_param(inv_std, shape, "inv_std", trainable=False, regularizable=False)
+        self.mean = self.add_param(mean, shape, "mean", trainable=False, regularizable=False, batch_norm_stat=True)
+        self.inv_std = self.add_param(inv_std, shape, "inv_std", trainable=False, regularizable=False,
+                                      batch_norm_stat=True)
 
     def get_output_for(self, input, deterministic=False, batch_norm_use_averages=None,
                        batch_norm_update_averages=None, batch_norm_fused=True, **kwargs):
