@@ -84,7 +84,14 @@ from theanompi.models.layers.helper import (
 )
 from theanompi.models.layers.input import InputLayer
 from theanompi.models.layers.merge import ConcatLayer, ElemwiseMergeLayer, ElemwiseSumLayer, concat
-from theanompi.models.layers.noise import DropoutLayer, GaussianNoiseLayer, dropout
+from theanompi.models.layers.noise import (
+    DropoutLayer,
+    GaussianNoiseLayer,
+    dropout,
+    dropout_channels,
+    dropout_locations,
+    spatial_dropout,
+)
 from theanompi.models.layers.normalization import (
     BatchNormLayer,
     LocalResponseNormalization2DLayer,
@@ -121,7 +128,18 @@ from theanompi.models.layers.shape import (
     pad,
     reshape,
 )
-from theanompi.models.layers.special import ExpressionLayer
+from theanompi.models.layers.special import (
+    BiasLayer,
+    ExpressionLayer,
+    InverseLayer,
+    ParametricRectifierLayer,
+    RandomizedRectifierLayer,
+    ScaleLayer,
+    prelu,
+    rrelu,
+    standardize,
+)
+from theanompi.models.layers.transformer import TPSTransformerLayer, TransformerLayer
 
 __all__ = [
     "BaseConvLayer", "BatchNormLayer", "ConcatLayer", "Conv1DLayer", "Conv2DLayer", "Conv3DLayer", "Deconv2DLayer",
@@ -136,4 +154,7 @@ __all__ = [
     "get_output", "get_output_shape", "get_running_stats", "get_state_updates", "init", "nonlinearities",
     "objectives", "pad", "pool_output_length", "pool_running_stats", "regularization", "reshape",
     "set_all_param_values", "set_state_update", "sync_running_stats", "updates", "utils",
+    "BiasLayer", "InverseLayer", "ParametricRectifierLayer", "RandomizedRectifierLayer", "ScaleLayer", "prelu",
+    "rrelu", "standardize", "TPSTransformerLayer", "TransformerLayer", "dropout_channels", "dropout_locations",
+    "spatial_dropout",
 ]
