@@ -117,7 +117,7 @@ from theanompi.models.layers.pool import (
     pool_2d,
     pool_output_length,
 )
-from theanompi.models.layers.recurrent import Gate, LSTMLayer
+from theanompi.models.layers.recurrent import CustomRecurrentLayer, Gate, GRULayer, LSTMLayer, RecurrentLayer
 from theanompi.models.layers.shape import (
     DimshuffleLayer,
     FlattenLayer,
@@ -156,5 +156,5 @@ __all__ = [
     "set_all_param_values", "set_state_update", "sync_running_stats", "updates", "utils",
     "BiasLayer", "InverseLayer", "ParametricRectifierLayer", "RandomizedRectifierLayer", "ScaleLayer", "prelu",
     "rrelu", "standardize", "TPSTransformerLayer", "TransformerLayer", "dropout_channels", "dropout_locations",
-    "spatial_dropout",
+    "spatial_dropout", "CustomRecurrentLayer", "GRULayer", "RecurrentLayer",
 ]
