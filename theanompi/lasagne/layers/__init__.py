@@ -23,6 +23,7 @@ from theanompi.lasagne.layers import (  # noqa: F401  (Lasagne's submodules)
     dense,
     helper,
     input,
+    local,
     merge,
     noise,
     normalization,

@@ -83,6 +83,7 @@ from theanompi.models.layers.helper import (
     set_all_param_values,
 )
 from theanompi.models.layers.input import InputLayer
+from theanompi.models.layers.local import LocallyConnected2DLayer
 from theanompi.models.layers.merge import ConcatLayer, ElemwiseMergeLayer, ElemwiseSumLayer, concat
 from theanompi.models.layers.noise import (
     DropoutLayer,
@@ -157,4 +158,5 @@ __all__ = [
     "BiasLayer", "InverseLayer", "ParametricRectifierLayer", "RandomizedRectifierLayer", "ScaleLayer", "prelu",
     "rrelu", "standardize", "TPSTransformerLayer", "TransformerLayer", "dropout_channels", "dropout_locations",
     "spatial_dropout", "CustomRecurrentLayer", "GRULayer", "RecurrentLayer",
+    "LocallyConnected2DLayer",
 ]
