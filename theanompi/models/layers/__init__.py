@@ -124,9 +124,11 @@ from theanompi.models.layers.shape import (
     FlattenLayer,
     PadLayer,
     ReshapeLayer,
+    SliceLayer,
     dimshuffle,
     flatten,
     pad,
+    pad_tensor,
     reshape,
 )
 from theanompi.models.layers.special import (
@@ -158,5 +160,5 @@ __all__ = [
     "BiasLayer", "InverseLayer", "ParametricRectifierLayer", "RandomizedRectifierLayer", "ScaleLayer", "prelu",
     "rrelu", "standardize", "TPSTransformerLayer", "TransformerLayer", "dropout_channels", "dropout_locations",
     "spatial_dropout", "CustomRecurrentLayer", "GRULayer", "RecurrentLayer",
-    "LocallyConnected2DLayer",
+    "LocallyConnected2DLayer", "SliceLayer", "pad_tensor",
 ]
