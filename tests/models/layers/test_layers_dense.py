@@ -90,9 +90,11 @@ def test_dense_errors_quote_values():
     l_in = L.InputLayer((None, 5))
     with pytest.raises(ValueError, match="num_units must be a positive int, got 0"):
         L.DenseLayer(l_in, 0)
-    with pytest.raises(ValueError, match="num_leading_axes=2 is not possible .* shape \\(None, 5\\)"):
+    with pytest.raises(ValueError, match="num_leading_axes=2 for an input of shape \\(None, 5\\), leaving no trailing"):
         L.DenseLayer(l_in, 3, num_leading_axes=2)
-    with pytest.raises(ValueError, match=r"must be known, got input shape \(None, None\)"):
+    with pytest.raises(ValueError, match="num_leading_axes=-2 .* requesting more trailing axes than there are"):
+        L.DenseLayer(l_in, 3, num_leading_axes=-2)
+    with pytest.raises(ValueError, match=r"requires a fixed input shape .* got input shape \(None, None\)"):
         L.DenseLayer(L.InputLayer((None, None)), 3)
     with pytest.raises(ValueError, match=r"array given for param 'W' has shape \(4, 3\), expected \(5, 3\)"):
         L.DenseLayer(l_in, 3, W=np.zeros((4, 3)))

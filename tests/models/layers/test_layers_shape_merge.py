@@ -73,12 +73,15 @@ def test_elemwise_sum_and_concat():
     np.testing.assert_array_equal(got[3], np.concatenate([x, y], axis=0))
     np.testing.assert_array_equal(got[4], np.concatenate([x, z], axis=1))
     assert got[1].dtype == np.dtype(floatX)
+    # shapes are checked where the output shape is asked for (as in Lasagne: the next layer's constructor)
     with pytest.raises(ValueError, match=r"input shapes must match, got \[\(None, 3\), \(None, 4\)\]"):
-        L.ElemwiseSumLayer([a, L.InputLayer((None, 4))])
+        L.DenseLayer(L.ElemwiseSumLayer([a, L.InputLayer((None, 4))]), 2)
     with pytest.raises(ValueError, match=r"got 3 coeffs \[1, 2, 3\] for 2 incomings"):
         L.ElemwiseSumLayer([a, b], coeffs=[1, 2, 3])
     with pytest.raises(ValueError, match="differ outside axis 1"):
-        L.ConcatLayer([L.InputLayer((2, 3)), L.InputLayer((3, 3))], axis=1)
+        L.ConcatLayer([L.InputLayer((2, 3)), L.InputLayer((3, 3))], axis=1).output_shape
+    with pytest.raises(ValueError, match="cropping modes must be None, 'lower', 'center' or 'upper', got 'middle'"):
+        L.ConcatLayer([a, b], cropping=["middle", None]).output_shape
 
 
 def test_pad_layer_matches_numpy_pad():

@@ -21,6 +21,7 @@ from theanompi.lasagne.layers import (  # noqa: F401  (Lasagne's submodules)
     base,
     conv,
     dense,
+    embedding,
     helper,
     input,
     local,

@@ -71,7 +71,8 @@ from theanompi.models.layers.conv import (
     conv_input_length,
     conv_output_length,
 )
-from theanompi.models.layers.dense import DenseLayer, NonlinearityLayer
+from theanompi.models.layers.dense import DenseLayer, NINLayer, NonlinearityLayer
+from theanompi.models.layers.embedding import EmbeddingLayer
 from theanompi.models.layers.helper import (
     count_params,
     get_all_layers,
@@ -84,7 +85,14 @@ from theanompi.models.layers.helper import (
 )
 from theanompi.models.layers.input import InputLayer
 from theanompi.models.layers.local import LocallyConnected2DLayer
-from theanompi.models.layers.merge import ConcatLayer, ElemwiseMergeLayer, ElemwiseSumLayer, concat
+from theanompi.models.layers.merge import (
+    ConcatLayer,
+    ElemwiseMergeLayer,
+    ElemwiseSumLayer,
+    autocrop,
+    autocrop_array_shapes,
+    concat,
+)
 from theanompi.models.layers.noise import (
     DropoutLayer,
     GaussianNoiseLayer,
@@ -145,20 +153,20 @@ from theanompi.models.layers.special import (
 from theanompi.models.layers.transformer import TPSTransformerLayer, TransformerLayer
 
 __all__ = [
-    "BaseConvLayer", "BatchNormLayer", "ConcatLayer", "Conv1DLayer", "Conv2DLayer", "Conv3DLayer", "Deconv2DLayer",
-    "Deconv3DLayer", "DilatedConv2DLayer", "TransposedConv3DLayer", "FeaturePoolLayer", "FeatureWTALayer",
-    "MaxPool1DLayer", "MaxPool3DLayer", "Pool1DLayer", "Pool3DLayer", "SpatialPyramidPoolingLayer", "Upscale1DLayer",
-    "Upscale2DLayer", "Upscale3DLayer", "pool_2d", "DenseLayer", "DimshuffleLayer", "DropoutLayer",
-    "ElemwiseMergeLayer", "ElemwiseSumLayer", "ExpressionLayer", "FlattenLayer", "GaussianNoiseLayer", "Gate",
-    "GlobalPoolLayer", "InputLayer", "LSTMLayer", "Layer", "LocalResponseNormalization2DLayer", "MaxPool2DLayer",
-    "MergeLayer", "NonlinearityLayer", "PadLayer", "Pool2DLayer", "ReshapeLayer", "TransposedConv2DLayer",
-    "attach_update", "batch_norm", "concat", "conv_input_length", "conv_output_length", "count_params",
-    "create_param", "dimshuffle", "dropout", "flatten", "get_all_layers", "get_all_param_values", "get_all_params",
-    "get_output", "get_output_shape", "get_running_stats", "get_state_updates", "init", "nonlinearities",
-    "objectives", "pad", "pool_output_length", "pool_running_stats", "regularization", "reshape",
-    "set_all_param_values", "set_state_update", "sync_running_stats", "updates", "utils",
-    "BiasLayer", "InverseLayer", "ParametricRectifierLayer", "RandomizedRectifierLayer", "ScaleLayer", "prelu",
-    "rrelu", "standardize", "TPSTransformerLayer", "TransformerLayer", "dropout_channels", "dropout_locations",
-    "spatial_dropout", "CustomRecurrentLayer", "GRULayer", "RecurrentLayer",
-    "LocallyConnected2DLayer", "SliceLayer", "pad_tensor",
+    "attach_update", "autocrop", "autocrop_array_shapes", "BaseConvLayer", "batch_norm", "BatchNormLayer", "BiasLayer",
+    "concat", "ConcatLayer", "Conv1DLayer", "Conv2DLayer", "Conv3DLayer", "conv_input_length", "conv_output_length",
+    "count_params", "create_param", "CustomRecurrentLayer", "Deconv2DLayer", "Deconv3DLayer", "DenseLayer",
+    "DilatedConv2DLayer", "dimshuffle", "DimshuffleLayer", "dropout", "dropout_channels", "dropout_locations",
+    "DropoutLayer", "ElemwiseMergeLayer", "ElemwiseSumLayer", "EmbeddingLayer", "ExpressionLayer", "FeaturePoolLayer",
+    "FeatureWTALayer", "flatten", "FlattenLayer", "Gate", "GaussianNoiseLayer", "get_all_layers",
+    "get_all_param_values", "get_all_params", "get_output", "get_output_shape", "get_running_stats",
+    "get_state_updates", "GlobalPoolLayer", "GRULayer", "init", "InputLayer", "InverseLayer", "Layer",
+    "LocallyConnected2DLayer", "LocalResponseNormalization2DLayer", "LSTMLayer", "MaxPool1DLayer", "MaxPool2DLayer",
+    "MaxPool3DLayer", "MergeLayer", "NINLayer", "nonlinearities", "NonlinearityLayer", "objectives", "pad",
+    "pad_tensor", "PadLayer", "ParametricRectifierLayer", "Pool1DLayer", "Pool2DLayer", "Pool3DLayer", "pool_2d",
+    "pool_output_length", "pool_running_stats", "prelu", "RandomizedRectifierLayer", "RecurrentLayer", "regularization",
+    "reshape", "ReshapeLayer", "rrelu", "ScaleLayer", "set_all_param_values", "set_state_update", "SliceLayer",
+    "spatial_dropout", "SpatialPyramidPoolingLayer", "standardize", "sync_running_stats", "TPSTransformerLayer",
+    "TransformerLayer", "TransposedConv2DLayer", "TransposedConv3DLayer", "updates", "Upscale1DLayer", "Upscale2DLayer",
+    "Upscale3DLayer", "utils",
 ]
