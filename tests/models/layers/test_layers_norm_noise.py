@@ -141,7 +141,7 @@ def test_sync_running_stats_pools_workers_statistics():
 
 
 def test_batchnorm_errors():
-    with pytest.raises(ValueError, match=r"must be known, got input shape \(None, None\)"):
+    with pytest.raises(ValueError, match=r"needs specified input sizes .* got input shape \(None, None\)"):
         L.BatchNormLayer(L.InputLayer((None, None)))
     with pytest.raises(ValueError, match="alpha must be in \\[0, 1\\], got 2"):
         L.BatchNormLayer((None, 3), alpha=2)
@@ -214,8 +214,10 @@ def test_local_response_normalization_matches_loops_and_gradient():
     with pytensor.config.change_flags(floatX="float64"):
         layer = L.LocalResponseNormalization2DLayer((None, 5, 2, 2), alpha=0.5, k=1.0, beta=0.75, n=3)
         pytensor.gradient.verify_grad(layer.get_output_for, [rng.standard_normal((2, 5, 2, 2))], rng=rng)
-    with pytest.raises(ValueError, match="n must be an odd positive int .* got 4"):
+    with pytest.raises(NotImplementedError, match="only odd n are supported .* got 4"):
         L.LocalResponseNormalization2DLayer(l_in, n=4)
+    with pytest.raises(ValueError, match="n must be an odd positive int .* got 0"):
+        L.LocalResponseNormalization2DLayer(l_in, n=0)
     with pytest.raises(ValueError, match="k must be > 0, got 0"):
         L.LocalResponseNormalization2DLayer(l_in, k=0)
     with pytest.raises(ValueError, match=r"input must be 4-D .* got shape \(None, 6\)"):
