@@ -131,3 +131,26 @@ def test_expression_layer_shapes_and_values():
         L.ExpressionLayer(l_in, 3)
     with pytest.raises(ValueError, match="output_shape must be None, a tuple, a callable or 'auto', got 'same'"):
         L.ExpressionLayer(l_in, abs, output_shape="same")
+
+
+def test_slice_layer_and_autocrop_match_numpy():
+    x = np.arange(30, dtype=floatX).reshape(3, 5, 2)
+    l_in = L.InputLayer((None, 5, 2))
+    layers = [L.SliceLayer(l_in, 0, axis=1), L.SliceLayer(l_in, slice(3, 5), axis=1), L.SliceLayer(l_in, -1)]
+    outs = pytensor.function([l_in.input_var], L.get_output(layers))(x)
+    for layer, got, want in zip(layers, outs, (x[:, 0], x[:, 3:5], x[:, :, -1])):
+        np.testing.assert_array_equal(got, want)
+        assert layer.output_shape == (None,) + want.shape[1:]
+    with pytest.raises(ValueError, match="indices must be an int or a slice"):
+        L.SliceLayer(l_in, [0, 1])
+
+    a, b = np.arange(24.0).reshape(2, 3, 4), np.arange(10.0).reshape(1, 2, 5)
+    got = [v.eval() for v in L.autocrop([a, b], [None, "upper", "center"])]
+    np.testing.assert_array_equal(got[0], a[:, 1:, 0:4])
+    np.testing.assert_array_equal(got[1], b[:, :, 0:4])
+    assert L.autocrop_array_shapes([(2, 3, 4), (None, 2, 5)], ["lower", "upper"]) == [(None, 2, 4), (None, 2, 5)]
+    cat = L.ConcatLayer([L.InputLayer((None, 3, 4)), L.InputLayer((None, 2, 5))], axis=1,
+                        cropping=[None, None, "lower"])
+    assert cat.output_shape == (None, 5, 4)
+    summed = L.ElemwiseSumLayer([(2, 3, 4), (1, 2, 5)], cropping=["lower"] * 3)
+    np.testing.assert_array_equal(summed.get_output_for([a, b]).eval(), a[:1, :2, :4] + b[:, :, :4])

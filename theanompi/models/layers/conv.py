@@ -81,11 +81,13 @@ def _border(pad, filter_size, cls, argname):
     n = len(filter_size)
     if pad in PAD_MODES:
         if pad == "same" and any(s % 2 == 0 for s in filter_size):
-            raise NotImplementedError(f"{cls}: {argname}='same' needs odd filter sizes, got filter_size={filter_size}")
+            raise NotImplementedError(f"{cls}: {argname}='same' requires odd filter size, got filter_size="
+                                      f"{filter_size}")
         amounts = tuple(_pad_amount(pad, k) for k in filter_size)
         return (amounts if pad == "valid" else pad), amounts
     if isinstance(pad, str):
-        raise ValueError(f"{cls}: {argname}={pad!r} is not allowed; use an int, {n} ints, 'valid', 'full' or 'same'")
+        raise TypeError(f"{cls}: {argname}={pad!r} is not allowed; use an int or an iterable of int ({n} ints), "
+                        "'valid', 'full' or 'same'")
     amounts = _int_tuple(pad, n, f"{cls}: {argname}", 0)
     return amounts, amounts
 
@@ -183,8 +185,8 @@ class BaseConvLayer(Layer):
         if n is None:
             n = len(self.input_shape) - 2
         if n < 1 or len(self.input_shape) != n + 2:
-            raise ValueError(f"{cls}: a {n}-D convolution needs an input of {n + 2} dimensions (batch, channels, "
-                             f"{n} spatial), got input shape {self.input_shape}")
+            raise ValueError(f"{cls}: Expected {n + 2} input dimensions (batch, channels, {n} spatial) for a "
+                             f"{n}-D convolution, got input shape {self.input_shape}")
         if self.input_shape[1] is None:
             raise ValueError(f"{cls}: the number of input channels must be known, got input shape {self.input_shape}")
         self.n = n
@@ -195,11 +197,11 @@ class BaseConvLayer(Layer):
         self.flip_filters = bool(flip_filters)
         self.untie_biases = bool(untie_biases)
         self.nonlinearity = nonlinearities.identity if nonlinearity is None else nonlinearity
-        if (isinstance(num_groups, bool) or not isinstance(num_groups, numbers.Integral) or num_groups < 1
-                or self.num_filters % num_groups or self.input_shape[1] % num_groups):
-            raise ValueError(f"{cls}: num_groups (here: {num_groups!r}) must be a positive int that evenly divides "
-                             f"the number of input and output channels (here: {self.input_shape[1]} and "
-                             f"{self.num_filters})")
+        if isinstance(num_groups, bool) or not isinstance(num_groups, numbers.Integral) or num_groups < 1:
+            raise ValueError(f"{cls}: num_groups must be positive, got {num_groups!r}")
+        if self.num_filters % num_groups or self.input_shape[1] % num_groups:
+            raise ValueError(f"{cls}: num_groups (here: {num_groups!r}) must evenly divide the number of input and "
+                             f"output channels (here: {self.input_shape[1]} and {self.num_filters})")
         self.num_groups = int(num_groups)
         self._check_sizes()
         self.W = self.add_param(W, self.get_W_shape(), name="W")
@@ -240,8 +242,9 @@ class BaseConvLayer(Layer):
         return self.W[(slice(None), slice(None)) + (slice(None, None, -1),) * self.n]
 
     def convolve(self, input, **kwargs):
-        """The convolution of ``input`` (no bias, no nonlinearity)."""
-        return conv_nd(input, self._filters(), self.stride, self._pad, groups=self.num_groups)
+        """The convolution of ``input`` (no bias, no nonlinearity): given by the subclasses (as in Lasagne)."""
+        raise NotImplementedError(f"{type(self).__name__}: BaseConvLayer does not convolve; use Conv1DLayer, "
+                                  "Conv2DLayer, Conv3DLayer or a subclass that defines convolve()")
 
     def get_output_for(self, input, **kwargs):
         input = pt.as_tensor_variable(input)
@@ -255,9 +258,14 @@ class BaseConvLayer(Layer):
 
     def _fuses_bias(self, input):
         """Whether the 2-D op computes convolution and bias in one pass (one group, tied biases, one dtype)."""
-        return (type(self).convolve is BaseConvLayer.convolve and self.n == 2 and self.num_groups == 1
+        return (type(self).convolve is _plain_convolve and self.n == 2 and self.num_groups == 1
                 and self.b is not None and not self.untie_biases and self.b.ndim == 1
                 and input.dtype == self.W.dtype == self.b.dtype)
+
+
+def _plain_convolve(self, input, **kwargs):
+    """The convolution of :class:`Conv1DLayer`, :class:`Conv2DLayer` and :class:`Conv3DLayer` on conv_nd."""
+    return conv_nd(input, self._filters(), self.stride, self._pad, groups=self.num_groups)
 
 
 class Conv1DLayer(BaseConvLayer):
@@ -274,6 +282,8 @@ class Conv1DLayer(BaseConvLayer):
                  flip_filters=False, num_groups=1, **kwargs):
         super().__init__(incoming, num_filters, filter_size, stride, pad, untie_biases, W, b, nonlinearity,
                          flip_filters, num_groups, n=1, **kwargs)
+
+    convolve = _plain_convolve
 
 
 class Conv2DLayer(BaseConvLayer):
@@ -295,6 +305,8 @@ class Conv2DLayer(BaseConvLayer):
         super().__init__(incoming, num_filters, filter_size, stride, pad, untie_biases, W, b, nonlinearity,
                          flip_filters, num_groups, n=2, **kwargs)
 
+    convolve = _plain_convolve
+
 
 class Conv3DLayer(BaseConvLayer):
     """3-D convolution of (batch, channels, depth, rows, cols) inputs.
@@ -310,6 +322,8 @@ class Conv3DLayer(BaseConvLayer):
                  flip_filters=False, num_groups=1, **kwargs):
         super().__init__(incoming, num_filters, filter_size, stride, pad, untie_biases, W, b, nonlinearity,
                          flip_filters, num_groups, n=3, **kwargs)
+
+    convolve = _plain_convolve
 
 
 class DilatedConv2DLayer(BaseConvLayer):
