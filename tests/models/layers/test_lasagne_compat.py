@@ -160,3 +160,17 @@ def test_conv_layers_1d_3d_dilated_and_transposed():
     assert deconv.get_output_for(np.ones((1, 2, 3, 3), FX)).eval().shape == (1, 1, 7, 7)  # an ndarray input
     assert output(L.TransposedConv3DLayer((None, 2, 2, 2, 2), 1, 3, stride=2),
                   np.ones((1, 2, 2, 2, 2), FX)).shape == (1, 1, 5, 5, 5)
+
+
+@pytest.mark.parametrize("mode, reduce, fill", [("max", np.max, -np.inf), ("average_inc_pad", np.mean, 0)])
+def test_pool_2d_takes_window_sizes_known_only_at_run_time(mode, reduce, fill):
+    x = np.random.default_rng(3).normal(size=(2, 3, 7, 6)).astype(FX)
+    xv, ws, stride = pt.tensor4("x"), pt.ivector("ws"), pt.ivector("stride")
+    f = pytensor.function([xv, ws, stride], L.pool_2d(xv, ws, stride=stride, pad=(1, 0), mode=mode))
+    for k, s in (((3, 2), (2, 2)), ((2, 4), (1, 3))):
+        np.testing.assert_allclose(f(x, k, s), numpy_pool(x, k, s, (1, 0), reduce, fill), rtol=1e-5, atol=1e-6)
+    exc = L.pool_2d(xv, (ws[0], 2), pad=(1, 1), mode="average_exc_pad").eval({xv: x, ws: [3, 0]})
+    counts = numpy_pool(np.ones_like(x), (3, 2), (3, 2), (1, 1), np.sum, 0)
+    np.testing.assert_allclose(exc, numpy_pool(x, (3, 2), (3, 2), (1, 1), np.sum, 0) / counts, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="symbolic window sizes or strides need ignore_border=True"):
+        L.pool_2d(xv, ws, ignore_border=False)

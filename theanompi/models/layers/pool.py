@@ -24,6 +24,7 @@ import numbers
 
 import numpy as np
 import pytensor.tensor as pt
+from pytensor.graph.basic import Variable
 
 from theanompi.backend.ops import avg_pool2d, max_pool2d
 from theanompi.models.layers.base import Layer
@@ -77,22 +78,74 @@ def _extend(x, extension, fill, before=(0, 0)):
     return pt.set_subtensor(filled[:, :, before[0]:before[0] + rows, before[1]:before[1] + cols], x)
 
 
+def _is_symbolic(value):
+    return isinstance(value, Variable) or (isinstance(value, (tuple, list))
+                                           and any(isinstance(v, Variable) for v in value))
+
+
+def _symbolic_pair(value, name):
+    """``value`` (a length-2 vector expression or two ints/scalar expressions) as two scalar expressions."""
+    if isinstance(value, Variable) and value.ndim == 1:
+        return value[0], value[1]
+    items = tuple(value)
+    if len(items) != 2 or not all(isinstance(v, (numbers.Integral, Variable)) for v in items):
+        raise ValueError(f"pool_2d: {name} must be 2 ints or scalar expressions, got {value!r}")
+    return tuple(pt.as_tensor_variable(v) for v in items)
+
+
 def pool_2d(input, ws, ignore_border=True, stride=None, pad=(0, 0), mode="max"):
     """2-D pooling of the last two axes of a 4-D expression, Theano's ``pool_2d`` signature (what Lasagne imports).
 
-    ``ws``, ``stride`` and ``pad`` must be ints or pairs of ints (the ops'
-    window sizes are static): a symbolic one raises ValueError.
+    With ints (pairs) for ``ws`` and ``stride`` it runs on the pooling ops;
+    window sizes or strides given as expressions (a length-2 vector, or a
+    pair of scalars; ``ignore_border=True`` and an int ``pad`` only) gather the
+    windows by indexing instead (slower; for sizes known only at run time).
 
     Example
     -------
     >>> x = pt.tensor4("x")
     >>> pool_2d(x, (2, 2)).eval({x: np.arange(16.0, dtype=x.dtype).reshape(1, 1, 4, 4)})[0, 0].tolist()
     [[5.0, 7.0], [13.0, 15.0]]
+    >>> ws = pt.ivector("ws")
+    >>> pool_2d(x, ws).eval({x: np.arange(16.0, dtype=x.dtype).reshape(1, 1, 4, 4), ws: [2, 4]})[0, 0].tolist()
+    [[7.0], [15.0]]
     """
-    ws = _int_pair(ws, "pool_2d: ws (static window sizes only)", 1)
-    stride = ws if stride is None else _int_pair(stride, "pool_2d: stride", 1)
+    mode = _check_mode(mode, "pool_2d")
     pad = _int_pair((0, 0) if pad is None else pad, "pool_2d: pad", 0)
-    return _pool_2d(input, ws, stride, pad, ignore_border, _check_mode(mode, "pool_2d"))
+    if _is_symbolic(ws) or _is_symbolic(stride):
+        if not ignore_border:
+            raise ValueError("pool_2d: symbolic window sizes or strides need ignore_border=True")
+        ws = _symbolic_pair(ws, "ws")
+        stride = ws if stride is None else _symbolic_pair(stride, "stride")
+        return _pool_2d_gathered(pt.as_tensor_variable(input), ws, stride, pad, mode)
+    ws = _int_pair(ws, "pool_2d: ws", 1)
+    stride = ws if stride is None else _int_pair(stride, "pool_2d: stride", 1)
+    return _pool_2d(input, ws, stride, pad, ignore_border, mode)
+
+
+def _window_indices(length, size, stride):
+    """(windows, size) indices of the whole windows of ``size`` every ``stride`` along an axis of ``length``."""
+    count = (length - size) // stride + 1
+    return pt.arange(count)[:, None] * stride + pt.arange(size)[None, :]
+
+
+def _pool_2d_gathered(input, ws, stride, pad, mode):
+    """Pooling with window sizes and strides known only at run time: the windows gathered by indexing."""
+    fill = np.finfo(input.dtype).min if mode == "max" else 0
+
+    def windows(x):  # (N, C, rows, k_rows, cols, k_cols)
+        rows = _window_indices(x.shape[2], ws[0], stride[0])
+        cols = _window_indices(x.shape[3], ws[1], stride[1])
+        return x[:, :, rows][:, :, :, :, cols]
+
+    padded = windows(_extend(input, pad, fill, pad))
+    if mode == "max":
+        return padded.max(axis=(3, 5))
+    sums = padded.sum(axis=(3, 5))
+    if mode == "average_inc_pad":
+        return sums / pt.cast(ws[0] * ws[1], input.dtype)
+    ones = _extend(pt.ones((1, 1, input.shape[2], input.shape[3]), dtype=input.dtype), pad, 0, pad)
+    return sums / windows(ones).sum(axis=(3, 5))
 
 
 def _pool_2d(input, pool_size, stride, pad, ignore_border, mode):
