@@ -174,3 +174,25 @@ def test_pool_2d_takes_window_sizes_known_only_at_run_time(mode, reduce, fill):
     np.testing.assert_allclose(exc, numpy_pool(x, (3, 2), (3, 2), (1, 1), np.sum, 0) / counts, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="symbolic window sizes or strides need ignore_border=True"):
         L.pool_2d(xv, ws, ignore_border=False)
+
+
+def test_lasagne_built_models_run_on_our_ops():
+    """Issue #24 item 4: a network written with Lasagne's names runs its convolutions, pooling and batch norm on
+    the C ops (convolution and bias in one op) wherever the sizes are known when the graph is built."""
+    from pytensor.graph.traversal import ancestors
+
+    from theanompi import lasagne
+    from theanompi.backend.ops import BatchNormTrain, Conv2d, Pool2d
+
+    net = lasagne.layers.InputLayer((None, 3, 8, 8))
+    conv = lasagne.layers.Conv2DLayer(net, 4, 3, pad="same")
+    net = lasagne.layers.batch_norm(lasagne.layers.Conv2DLayer(conv, 4, 3, pad=1))
+    net = lasagne.layers.MaxPool2DLayer(net, 2)
+    conv1d = lasagne.layers.Conv1DLayer(lasagne.layers.InputLayer((None, 3, 9)), 2, 3)
+    conv3d = lasagne.layers.Conv3DLayer(lasagne.layers.InputLayer((None, 2, 4, 4, 4)), 2, 3)
+    ops = [{type(v.owner.op) for v in ancestors([out]) if v.owner is not None}
+           for out in lasagne.layers.get_output([net, conv1d, conv3d])]
+    assert {Conv2d, BatchNormTrain, Pool2d} <= ops[0] and Conv2d in ops[1] and Conv2d in ops[2]
+    graph = ancestors([lasagne.layers.get_output(conv)])
+    fused = [v.owner for v in graph if v.owner is not None and isinstance(v.owner.op, Conv2d)]
+    assert len(fused) == 1 and conv.b in fused[0].inputs  # the bias is added inside the convolution op
