@@ -145,7 +145,10 @@ class BSPWorker(WorkerLoop[BSPOptions]):
             self.check_finite(reducer.buffer, "update vector", (start, stop))
 
         reducer = OverlappedAllreduce(self.exchanger, buckets, check=check_bucket, timer=self.recorder.timer("comm"))
-        attach(reducer)
+        try:
+            attach(reducer)
+        except ValueError as exc:  # bind refused the buffer
+            raise ContractError(f"ModelClass {type(self.model).__name__!r}.attach_reducer: {exc}") from None
         self._check_update_vector(reducer.buffer)
         if self.fused.stage(reducer.buffer) is not reducer.buffer:
             raise ContractError(f"ModelClass {type(self.model).__name__!r}: attach_reducer bound a buffer the "
