@@ -56,6 +56,8 @@ HOST_EXCH_STRATEGIES = ("ar", "ar16")
 GPU_EXCH_STRATEGIES = ("nccl32", "nccl16", "cudampi")
 #: ASGD_UPDATER's values (``theanompi.comm.ps.updaters`` implements each)
 UPDATER_NAMES = ("add", "sgd", "momentum", "adagrad")
+#: ASGD_STALENESS's values (``theanompi.comm.ps.staleness`` implements each)
+STALENESS_MODES = ("none", "scale", "compensate")
 
 Options = TypeVar("Options", bound="SessionOptions")
 
@@ -215,7 +217,7 @@ class GOSGDOptions(SessionOptions):
 
 @dataclass(frozen=True)
 class ASGDOptions(SessionOptions):
-    """ASGD's options: the parameter server's mode, shards, exchange frequency and updater."""
+    """ASGD's options: the parameter server's mode, shards, exchange frequency, updater and staleness handling."""
 
     rule: ClassVar[str] = "ASGD"
 
@@ -225,6 +227,11 @@ class ASGDOptions(SessionOptions):
     updater: str = option("ASGD_UPDATER", choice(*UPDATER_NAMES), "add", "how the server applies a pushed delta")
     server_lr: float = option("ASGD_LR", positive_float, 0.05, "learning rate of the sgd/momentum/adagrad updaters")
     server_momentum: float = option("ASGD_MOMENTUM", unit_interval, 0.9, "momentum of the momentum updater")
+    staleness: str = option("ASGD_STALENESS", choice(*STALENESS_MODES), "scale",
+                            "how the server treats a stale push: none (as fresh), scale (divided by its staleness), "
+                            "compensate (DC-ASGD's delay compensation)")
+    dc_lambda: float = option("ASGD_DC_LAMBDA", positive_float, 2.0,
+                              "lambda0 of ASGD_STALENESS=compensate (DC-ASGD-a's variance control)")
 
 
 #: RULE -> the class of its options
