@@ -1,4 +1,5 @@
-"""PyTorch ModelClasses on the example's digits CNN: slowed down (fault tests), reporting its devices (GPU tests)."""
+"""PyTorch ModelClasses on the example's digits CNN: slowed down (fault tests), a NaN gradient and a reducer bound
+to a wrong buffer (bad-input matrix), reporting its devices (GPU tests)."""
 
 import sys
 import time
@@ -15,6 +16,24 @@ class TorchNapper(DigitsCNN):
     def train_iter(self, count, recorder):
         time.sleep(0.05)
         return super().train_iter(count, recorder)
+
+
+class TorchNaNInjector(DigitsCNN):
+    """Worker 1's first training loss is NaN, so backward makes every gradient NaN."""
+
+    def loss_and_error(self, logits, y):
+        loss, error = super().loss_and_error(logits, y)
+        self._losses = getattr(self, "_losses", 0) + 1
+        if self.config.rank == 1 and self._losses == 1:
+            loss = loss * float("nan")
+        return loss, error
+
+
+class TorchShortReducerBuffer(DigitsCNN):
+    """Binds BSP's overlapped exchange to all of its flat gradient but the last element."""
+
+    def attach_reducer(self, reducer):
+        reducer.bind(self.update_vector()[:-1])
 
 
 class DeviceReportCNN(DigitsCNN):

@@ -145,6 +145,19 @@ def test_torch_flat_gradient_summed_in_place_by_nccl():
     assert expected in proc.stdout
 
 
+@requires_gpu
+@pytest.mark.parametrize("strategy", ["nccl32", "cudampi"])
+def test_torch_gradient_buckets_summed_during_backward_on_the_gpu(strategy):
+    """BSP's cdd exchange overlapped with backward on the GPU (1 rank): each bucket of the CuPy flat gradient
+    started from autograd's hooks (NCCL enqueued on the stream, or MPI Iallreduce) equals the plain exchange."""
+    pytest.importorskip("cupy")
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("this torch is a CPU build")
+    proc = run_mpi("check_overlap_exchange.py", 1, "256", "cuda0", strategy, timeout=600)
+    assert f"overlapped exchange ok: 1 rank(s), cuda0, {strategy}, 6 buckets" in proc.stdout
+
+
 # ----- every rule on cuda0 ----------------------------------------------------------------------------
 
 RULES_ON_ONE_GPU = {  # rule keys; the devices of the rules that exchange between workers pair cuda0 with cpu0

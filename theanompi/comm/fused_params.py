@@ -94,22 +94,26 @@ class FusedParams:
         """Whether the buffer is GPU memory (a CuPy array)."""
         return self.xp is not np
 
-    def non_finite(self, flat) -> str | None:
+    def non_finite(self, flat, span: tuple[int, int] | None = None) -> str | None:
         """None if ``flat`` (laid out like the params) is all finite, else the first bad param's name.
 
         One reduction over the buffer on the fast path; the per-param search runs only when the
         sum is not finite (a sum that overflowed on finite values is cleared by that search).
-        ``flat`` may be a NumPy, CuPy or JAX array.
+        ``flat`` may be a NumPy, CuPy or JAX array. ``span=(start, stop)`` checks only ``flat[start:stop]``
+        (one bucket of an overlapped exchange).
         """
         flat = arrays.as_buffer(flat, self.xp)
         if np.dtype(flat.dtype).kind != "f":
             return None
         xp = self.xp
+        start, stop = span if span is not None else (0, self.size)
         with np.errstate(over="ignore", invalid="ignore"):
-            if bool(xp.isfinite(xp.sum(flat))):
+            if bool(xp.isfinite(xp.sum(flat[start:stop]))):
                 return None
-        for i, view in enumerate(self.layout.views(flat)):
-            if not bool(xp.isfinite(view).all()):
+        offsets = self.layout.offsets
+        for i, (lo, hi) in enumerate(zip(offsets, offsets[1:])):
+            lo, hi = max(lo, start), min(hi, stop)
+            if lo < hi and not bool(xp.isfinite(flat[lo:hi]).all()):
                 name = param_name(self.params[i]) or "unnamed"
                 return f"{name!r} (params[{i}])"
         return None

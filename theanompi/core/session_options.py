@@ -190,6 +190,9 @@ class BSPOptions(SessionOptions):
     exch_strategy: str = option("BSP_EXCH_STRATEGY", choice(*HOST_EXCH_STRATEGIES, *GPU_EXCH_STRATEGIES), "ar",
                                 "how buffers travel (ar: host MPI)")
     avg_freq: int = option("BSP_AVG_FREQ", positive_int, 1, "avg: iterations between parameter averages")
+    bucket_mb: float = option("BSP_BUCKET_MB", non_negative_float, 1.0,
+                              "cdd: megabytes per gradient bucket summed while backward still runs, for models "
+                              "that offer it (PyTorch) on ar, cudampi or nccl32; 0: one allreduce after backward")
 
 
 @dataclass(frozen=True)
