@@ -27,7 +27,8 @@ EXTRAS = {
     # torch and keras run the Multiverso PyTorch/Keras examples in the tests; jax checks the ops' JAX dispatch
     # import-linter checks the layers of the house (ARCHITECTURE.md); mypy the types
     "test": ["pytest>=9.2", "pytest-timeout>=2.4", "ruff>=0.17.6", "import-linter>=2.17", "mypy>=2.4.1",
-             "torch==2.13.0", "keras>=3.15", "jax>=0.10.2"],
+             "torch==2.13.0", "keras>=3.15", "jax>=0.10.2",
+             "mock>=5.2"],  # Lasagne's own test suite imports it (tools/run_lasagne_suite.py)
     "keras": ["keras>=3.15"],  # theanompi.multiverso.keras_ext.MVCallback (with any Keras backend)
     "jax": ["jax>=0.10.2"],  # pytensor's JAX mode (CPU here; the [cuda] extra adds the GPU plugin)
     # torch 2.13.0 is the CPU build available offline on the dev machines; a looser

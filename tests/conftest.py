@@ -14,9 +14,11 @@ import types
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from theanompi.backend.pytensor_config import configure_pytensor
+from theanompi.comm.exchange.base import Exchanger, PendingSum
 from theanompi.launch.mpiexec import find_mpiexec, mpiexec_env
 
 configure_pytensor()
@@ -89,6 +91,47 @@ def write_cfg(path: Path, **keys: object) -> Path:
     base.update(keys)
     path.write_text("".join(f"{k}={v}\n" for k, v in base.items() if v is not None))
     return path
+
+
+class SlowRequest:
+    """An MPI request stand-in that completes on its ``after``-th Test (or at Wait)."""
+
+    def __init__(self, after: int):
+        self.after = after
+
+    def Test(self) -> bool:
+        self.after -= 1
+        return self.after <= 0
+
+    def Wait(self) -> None:
+        self.after = 0
+
+
+class RecordingExchanger(Exchanger):
+    """A 2-worker exchanger stand-in whose workers hold equal values, over views of the buffer ``base``: it
+    doubles each slice started with ``start_allreduce_sum`` when that sum completes (after ``tests_to_finish``
+    tests, or at wait), and records each slice started (its offsets in ``base``, in order) and its values then."""
+
+    size = 2
+
+    def __init__(self, base: np.ndarray, tests_to_finish: int = 2):
+        self.base = base
+        self.tests_to_finish = tests_to_finish
+        self.started: list[tuple[int, int]] = []  # (start, stop) of each started slice, in the order started
+        self.values: list[np.ndarray] = []  # its values when it started
+
+    def allreduce_sum(self, buf):
+        buf *= 2
+        return buf
+
+    def bcast(self, buf, root=0):
+        return buf
+
+    def start_allreduce_sum(self, buf):
+        start = (buf.__array_interface__["data"][0] - self.base.__array_interface__["data"][0]) // buf.itemsize
+        self.started.append((start, start + buf.size))
+        self.values.append(buf.copy())
+        return PendingSum(buf, SlowRequest(self.tests_to_finish), on_done=lambda: self.allreduce_sum(buf))
 
 
 def tensorboard_points(log_dir: Path) -> tuple[dict[str, list[tuple[int, float]]], dict[str, list[str]]]:

@@ -159,6 +159,16 @@ RUNTIME = {
                                            "workers disagree on n_params: rank 0 has"),
     "NaN in the exchanged gradient": ({"MODELFILE": CONTRACT, "MODELCLASS": "NaNInjector", "N_EPOCHS": 3},
                                       "NaN or Inf in the update vector of parameter 'b1' (params[3]) on worker 1"),
+    # overlapped with backward, each bucket is checked before it leaves: the first bucket (the last params,
+    # 4.bias and the 6.* layer, of 3 buckets) names its first param, where a check of the whole vector names params[0]
+    "NaN in a gradient bucket": ({"MODELFILE": str(ASSETS / "torch_models.py"), "MODELCLASS": "TorchNaNInjector",
+                                  "BSP_BUCKET_MB": 0.02, "N_EPOCHS": 2},
+                                 "NaN or Inf in the update vector of parameter '4.bias' (params[3]) on worker 1"),
+    "reducer bound to a wrong buffer": ({"MODELFILE": str(ASSETS / "torch_models.py"),
+                                         "MODELCLASS": "TorchShortReducerBuffer"},
+                                        "ContractError: ModelClass 'TorchShortReducerBuffer'.attach_reducer: the "
+                                        "overlapped exchange needs the flat gradient buffer of 17258 elements, got "
+                                        "ndarray (17257,)"),
     "corrupt CIFAR batch file": (_corrupt_cifar_file, "data_batch_1' is not a readable pickle"),
     "corrupt hickle data file": (_corrupt_hickle_file, "0000.hkl"),
 }

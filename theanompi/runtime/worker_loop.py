@@ -132,11 +132,12 @@ class WorkerLoop(Generic[OptionsT]):
             })
             log.info("checkpoint: %s", path)
 
-    def check_finite(self, flat: Any, what: str) -> None:
-        """Raise NonFiniteError naming this rank and the parameter if ``flat`` holds NaN/Inf (CHECK_FINITE)."""
+    def check_finite(self, flat: Any, what: str, span: tuple[int, int] | None = None) -> None:
+        """Raise NonFiniteError naming this rank and the parameter if ``flat`` (or its ``span``, ``(start, stop)``)
+        holds NaN/Inf (CHECK_FINITE)."""
         if not self.options.check_finite:
             return
-        bad = self.fused.non_finite(flat)
+        bad = self.fused.non_finite(flat, span)
         if bad is not None:
             raise NonFiniteError(f"NaN or Inf in the {what} of parameter {bad} on worker {self.comm.rank} "
                                  f"(session rank {self.ctx.rank}) at iteration {self.iteration}; "
