@@ -37,8 +37,8 @@ def run_python_in_cache(code: str, cache: Path, *args: str, timeout: float = 300
     """Run ``python -c code args`` in a fresh interpreter whose theanompi cache (compile cache included) is
     ``cache``; fail the test on non-zero exit; return (its last stdout line as JSON, its stderr)."""
     env = {**os.environ, "THEANOMPI_CACHE_DIR": str(cache)}
-    env.pop("PYTENSORRC", None)
-    env.pop("THEANOMPI_FUNCTION_CACHE", None)
+    for own_setting in ("PYTENSORRC", "PYTENSOR_FLAGS", "THEANOMPI_FUNCTION_CACHE"):  # a user's compiledir would win
+        env.pop(own_setting, None)
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, env=env,
                           timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-3000:]
