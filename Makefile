@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/resnet_step_vs_torch.py
 	$(BIN)/python benchmarks/idle_threads_ab.py
 	$(BIN)/python benchmarks/rules_time_to_accuracy.py
+	$(BIN)/python benchmarks/asgd_staleness.py
 	$(BIN)/python benchmarks/scaling_vs_ddp.py
 	$(BIN)/python benchmarks/torch_bsp_vs_ddp.py
 	$(BIN)/python benchmarks/jax_step_vs_pure_jax.py

@@ -1,6 +1,13 @@
 """Install theanompi: ``pip install -e .`` (extras: test, bench, torch, keras, jax, cuda = cuda13, cuda12)."""
 
+import re
+from pathlib import Path
+
 from setuptools import find_packages, setup
+
+# the one place of the version (theanompi/core/version.py), read without importing theanompi
+VERSION = re.search(r'^VERSION = "(.+)"$', (Path(__file__).parent / "theanompi" / "core" / "version.py").read_text(),
+                    re.M).group(1)
 
 # Lower bounds are the versions this project was tested with.
 INSTALL_REQUIRES = [
@@ -12,13 +19,16 @@ INSTALL_REQUIRES = [
     "hickle>=5.0.3",
     "matplotlib>=3.11",
     "scikit-learn>=1.9",  # built-in digits data set
+    "tensorboard>=2.21",  # RUN_DIR/tensorboard: its record writer and protos write the events (no TensorFlow)
+    "tqdm>=4.70.1",  # rank 0's progress bar inside an epoch, on a terminal
 ]
 
 EXTRAS = {
     # torch and keras run the Multiverso PyTorch/Keras examples in the tests; jax checks the ops' JAX dispatch
     # import-linter checks the layers of the house (ARCHITECTURE.md); mypy the types
     "test": ["pytest>=9.2", "pytest-timeout>=2.4", "ruff>=0.17.6", "import-linter>=2.17", "mypy>=2.4.1",
-             "torch==2.13.0", "keras>=3.15", "jax>=0.10.2"],
+             "torch==2.13.0", "keras>=3.15", "jax>=0.10.2",
+             "mock>=5.2"],  # Lasagne's own test suite imports it (tools/run_lasagne_suite.py)
     "keras": ["keras>=3.15"],  # theanompi.multiverso.keras_ext.MVCallback (with any Keras backend)
     "jax": ["jax>=0.10.2"],  # pytensor's JAX mode (CPU here; the [cuda] extra adds the GPU plugin)
     # torch 2.13.0 is the CPU build available offline on the dev machines; a looser
@@ -35,7 +45,7 @@ EXTRAS["cuda"] = EXTRAS["cuda13"]
 
 setup(
     name="theanompi",
-    version="0.1.0",
+    version=VERSION,
     description="Data-parallel training of PyTensor models over MPI (BSP, EASGD, GOSGD, ASGD)",
     license="MIT",
     python_requires=">=3.11",

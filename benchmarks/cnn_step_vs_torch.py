@@ -57,7 +57,9 @@ def parse_args(argv=None):
     p.add_argument("--json", type=Path, default=DEFAULT_JSON)
     p.add_argument("--profile", action="store_true",
                    help="print pytensor's per-op profile (of the cvm_nogc function)")
+    add_clock_option(p)
     args = p.parse_args(argv)
+    check_clock(p, args)
     if args.rounds * args.block < 10:
         p.error("--rounds * --block must be >= 10 (timed steps per implementation)")
     return args
@@ -163,8 +165,24 @@ def build_torch_step(params, lr):
     return step
 
 
-def time_interleaved(steps, warmup, rounds, block, pause):
-    """Per-step milliseconds for each ``name -> (fn, args)``, taking turns in blocks."""
+#: ``--clock``: wall-clock seconds, or this process's CPU seconds (one thread only: then the CPU time of the
+#: step, which other programs on a shared machine do not lengthen the way they lengthen its wall time)
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def add_clock_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                        help="what a step's time is: wall clock, or CPU time of the process (with --threads 1)")
+
+
+def check_clock(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.clock == "cpu" and args.threads != 1:
+        parser.error(f"--clock cpu measures one thread's work: it needs --threads 1, got --threads {args.threads}")
+
+
+def time_interleaved(steps, warmup, rounds, block, pause, clock="wall"):
+    """Per-step milliseconds (on ``CLOCKS[clock]``) for each ``name -> (fn, args)``, taking turns in blocks."""
+    now = CLOCKS[clock]
     for fn, fn_args in steps.values():
         for _ in range(warmup):
             fn(*fn_args)
@@ -174,9 +192,9 @@ def time_interleaved(steps, warmup, rounds, block, pause):
             time.sleep(pause)  # let the other implementation's spinning threads go idle
             fn(*fn_args)  # re-warm
             for _ in range(block):
-                t0 = time.perf_counter()
+                t0 = now()
                 fn(*fn_args)
-                times[name].append((time.perf_counter() - t0) * 1e3)
+                times[name].append((now() - t0) * 1e3)
     return times
 
 
@@ -225,7 +243,7 @@ def main(argv=None) -> int:
     load_before = os.getloadavg()
     times = time_interleaved(
         {"ours": (ours, (x, y)), "ours_nogc": (ours_nogc, (x, y)), "torch": (theirs, (xt, yt))},
-        args.warmup, args.rounds, args.block, args.pause,
+        args.warmup, args.rounds, args.block, args.pause, args.clock,
     )
     load_after = os.getloadavg()
     med = {name: statistics.median(t) for name, t in times.items()}
@@ -250,6 +268,7 @@ def main(argv=None) -> int:
         "benchmark": "cnn_step_vs_torch",
         "batch": args.batch,
         "threads": args.threads,
+        "clock": args.clock,
         "warmup": args.warmup,
         "rounds": args.rounds,
         "block": args.block,

@@ -42,7 +42,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.cnn_step_vs_torch import machine_info, set_threads, time_interleaved  # noqa: E402
+from benchmarks.cnn_step_vs_torch import (  # noqa: E402
+    add_clock_option,
+    check_clock,
+    machine_info,
+    set_threads,
+    time_interleaved,
+)
 
 DEFAULT_JSON = ROOT / "benchmarks" / "results" / "resnet_step.json"
 #: where ``--compile-only`` writes (not over the step timings of a full run)
@@ -61,7 +67,10 @@ def parse_args(argv=None):
     p.add_argument("--compile-only", action="store_true", help="only the cold/warm compile-time measurement")
     p.add_argument("--skip-compile", action="store_true", help="skip the cold/warm compile-time measurement")
     p.add_argument("--child-compile", action="store_true", help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    add_clock_option(p)
+    args = p.parse_args(argv)
+    check_clock(p, args)
+    return args
 
 
 def build_model(batch: int):
@@ -178,19 +187,19 @@ def main(argv=None) -> int:
     load_before = os.getloadavg()[0]
     timed = {name: (fn, (x, y)) for name, fn in steps.items()}
     timed["torch"] = (theirs, (xt, yt))
-    times = time_interleaved(timed, args.warmup, args.rounds, args.block, args.pause)
+    times = time_interleaved(timed, args.warmup, args.rounds, args.block, args.pause, args.clock)
     load_after = os.getloadavg()[0]
     med = {name: statistics.median(t) for name, t in times.items()}
     ratio = {name: med[name] / med["torch"] for name in steps}
-    print(f"ResNet-20 training step, batch {args.batch}x3x32x32, {args.threads} threads, median of "
-          f"{args.rounds * args.block} steps each")
+    print(f"ResNet-20 training step, batch {args.batch}x3x32x32, {args.threads} threads, {args.clock} clock, "
+          f"median of {args.rounds * args.block} steps each")
     print(f"{'impl':<16}{'ms/step':>9}{'min':>9}{'max':>9}{'vs torch':>10}")
     for name in timed:
         vs = f"{ratio[name]:.2f}x" if name in ratio else ""
         print(f"{name:<16}{med[name]:>9.1f}{min(times[name]):>9.1f}{max(times[name]):>9.1f}{vs:>10}")
     print(f"load average before/after: {load_before:.2f} / {load_after:.2f} ({os.cpu_count()} CPUs)")
     result = {
-        "benchmark": "resnet_step_vs_torch", "batch": args.batch, "threads": args.threads,
+        "benchmark": "resnet_step_vs_torch", "batch": args.batch, "threads": args.threads, "clock": args.clock,
         "warmup": args.warmup, "rounds": args.rounds, "block": args.block, "pause_s": args.pause,
         "ms_median": med, "ratio_vs_torch": ratio, "ms_all": times, "compile": compile_times,
         "versions": {"python": platform.python_version(), "numpy": np.__version__,

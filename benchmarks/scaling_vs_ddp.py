@@ -27,7 +27,9 @@ MODELS = {
 }
 
 
-def ours(model: str, workers: int, batch: int, steps: int, run_dir: Path) -> float:
+def bsp_session_epochs(model: str, workers: int, batch: int, steps: int, run_dir: Path) -> list[dict]:
+    """Run a 2-epoch BSP-cdd session of ``model`` on ``workers`` CPU workers (one thread each, synthetic data,
+    ``steps`` steps per epoch); return rank 0's epoch records (``epochs.jsonl``)."""
     from theanompi import BSP
 
     modelfile, modelclass, extra = MODELS[model]
@@ -38,8 +40,11 @@ def ours(model: str, workers: int, batch: int, steps: int, run_dir: Path) -> flo
                              "val_size": 2 * batch, **extra})
     if rule.wait() != 0:
         sys.exit(f"theanompi {model} x{workers} failed: {rule.failure}")
-    epochs = [json.loads(line) for line in (run_dir / "epochs.jsonl").read_text().splitlines()]
-    second = epochs[1]  # the first epoch warms up (compilation, caches)
+    return [json.loads(line) for line in (run_dir / "epochs.jsonl").read_text().splitlines()]
+
+
+def ours(model: str, workers: int, batch: int, steps: int, run_dir: Path) -> float:
+    second = bsp_session_epochs(model, workers, batch, steps, run_dir)[1]  # the first warms up (compiles)
     return second["train_samples"] / second["epoch_s"]  # wall clock, the tiny validation included
 
 

@@ -14,9 +14,11 @@ import types
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from theanompi.backend.pytensor_config import configure_pytensor
+from theanompi.comm.exchange.base import Exchanger, PendingSum
 from theanompi.launch.mpiexec import find_mpiexec, mpiexec_env
 
 configure_pytensor()
@@ -35,8 +37,8 @@ def run_python_in_cache(code: str, cache: Path, *args: str, timeout: float = 300
     """Run ``python -c code args`` in a fresh interpreter whose theanompi cache (compile cache included) is
     ``cache``; fail the test on non-zero exit; return (its last stdout line as JSON, its stderr)."""
     env = {**os.environ, "THEANOMPI_CACHE_DIR": str(cache)}
-    env.pop("PYTENSORRC", None)
-    env.pop("THEANOMPI_FUNCTION_CACHE", None)
+    for own_setting in ("PYTENSORRC", "PYTENSOR_FLAGS", "THEANOMPI_FUNCTION_CACHE"):  # a user's compiledir would win
+        env.pop(own_setting, None)
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, env=env,
                           timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -51,12 +53,14 @@ def run_mpi(script: str, n: int, *args: str, timeout: float = 240) -> subprocess
     return proc
 
 
-def run_launcher(*args: str, cwd: Path = ROOT, timeout: float = 240) -> tuple[subprocess.CompletedProcess, float]:
-    """Run ``tmlauncher ARGS`` as a user would; returns (process, seconds)."""
+def run_launcher(*args: str, cwd: Path = ROOT, timeout: float = 240,
+                 env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, float]:
+    """Run ``tmlauncher ARGS`` as a user would (in ``env``, default this process's environment); returns
+    (process, seconds)."""
     exe = Path(sys.executable).parent / "tmlauncher"
     start = time.perf_counter()
     proc = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                          stdin=subprocess.DEVNULL)
+                          stdin=subprocess.DEVNULL, env=env)
     return proc, time.perf_counter() - start
 
 
@@ -87,6 +91,60 @@ def write_cfg(path: Path, **keys: object) -> Path:
     base.update(keys)
     path.write_text("".join(f"{k}={v}\n" for k, v in base.items() if v is not None))
     return path
+
+
+class SlowRequest:
+    """An MPI request stand-in that completes on its ``after``-th Test (or at Wait)."""
+
+    def __init__(self, after: int):
+        self.after = after
+
+    def Test(self) -> bool:
+        self.after -= 1
+        return self.after <= 0
+
+    def Wait(self) -> None:
+        self.after = 0
+
+
+class RecordingExchanger(Exchanger):
+    """A 2-worker exchanger stand-in whose workers hold equal values, over views of the buffer ``base``: it
+    doubles each slice started with ``start_allreduce_sum`` when that sum completes (after ``tests_to_finish``
+    tests, or at wait), and records each slice started (its offsets in ``base``, in order) and its values then."""
+
+    size = 2
+
+    def __init__(self, base: np.ndarray, tests_to_finish: int = 2):
+        self.base = base
+        self.tests_to_finish = tests_to_finish
+        self.started: list[tuple[int, int]] = []  # (start, stop) of each started slice, in the order started
+        self.values: list[np.ndarray] = []  # its values when it started
+
+    def allreduce_sum(self, buf):
+        buf *= 2
+        return buf
+
+    def bcast(self, buf, root=0):
+        return buf
+
+    def start_allreduce_sum(self, buf):
+        start = (buf.__array_interface__["data"][0] - self.base.__array_interface__["data"][0]) // buf.itemsize
+        self.started.append((start, start + buf.size))
+        self.values.append(buf.copy())
+        return PendingSum(buf, SlowRequest(self.tests_to_finish), on_done=lambda: self.allreduce_sum(buf))
+
+
+def tensorboard_points(log_dir: Path) -> tuple[dict[str, list[tuple[int, float]]], dict[str, list[str]]]:
+    """What TensorBoard's own reader (the ``tensorboard`` package's EventAccumulator) finds in ``log_dir`` (its
+    subdirectories are other runs): scalar tag -> [(step, value)], text tag -> [text]."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(log_dir))
+    events.Reload()
+    tags = events.Tags()
+    scalars = {tag: [(s.step, s.value) for s in events.Scalars(tag)] for tag in tags["scalars"]}
+    texts = {tag: [t.tensor_proto.string_val[0].decode() for t in events.Tensors(tag)] for tag in tags["tensors"]}
+    return scalars, texts
 
 
 @pytest.fixture

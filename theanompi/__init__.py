@@ -12,6 +12,7 @@ from theanompi.backend.pytensor_config import ensure_pytensor_configured
 ensure_pytensor_configured()  # before or after `import pytensor`: the C backend with BLAS, the shared cache
 
 from theanompi.core.module_alias import AliasFinder, install, warn_moved  # noqa: E402
+from theanompi.core.version import VERSION  # noqa: E402
 from theanompi.launch.handles import ASGD, BSP, EASGD, GOSGD  # noqa: E402
 
 #: Import paths that 0.1's README documented and that moved since: each still gives the module it moved to, with a
@@ -25,5 +26,5 @@ MOVED_PATHS = {
 }
 install(AliasFinder(MOVED_PATHS, on_load=warn_moved))
 
-__version__ = "0.1.0"
+__version__ = VERSION
 __all__ = ["ASGD", "BSP", "EASGD", "GOSGD"]

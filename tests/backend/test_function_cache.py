@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import pickle
 import subprocess
 import sys
 
@@ -142,15 +143,68 @@ def test_a_graph_it_cannot_describe_compiles_without_the_cache(private_cache):
     assert entries(private_cache) == []
 
 
-def test_a_damaged_entry_is_compiled_again_and_replaced(private_cache, caplog):
+class Payload:
+    """Pickled code: unpickling it leaves ``marker``."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def other_graph():
+    """small_graph's inputs, another function of them."""
+    inputs, outputs, updates = small_graph()
+    return inputs, [outputs[0] * 2], updates
+
+
+def _replace_entry(path, how, marker):
+    """Put ``how``'s bad entry where ``path`` is (its entry was stored); returns whether it is replaced later."""
+    path.unlink()
+    if how == "damaged":
+        path.write_bytes(fc.ENTRY_MAGIC + path.stem.encode() + b"\n" + b"not a pickle")
+    elif how == "of an older format (a bare pickle of code)":
+        path.write_bytes(pickle.dumps(Payload(marker)))
+    elif how == "another graph's, same inputs":
+        fc.cached_function(*other_graph())
+        (other,) = [p for p in path.parent.glob("*.pkl")]
+        other.rename(path)
+    elif how == "a directory":
+        path.mkdir()
+    elif how == "a FIFO":
+        os.mkfifo(path)
+    elif how == "a link to a file elsewhere":
+        target = path.parent.parent / "elsewhere.pkl"
+        target.write_bytes(fc.ENTRY_MAGIC + path.stem.encode() + b"\n" + pickle.dumps(Payload(marker)))
+        path.symlink_to(target)
+    elif how == "owned by another user, with code in it":
+        path.write_bytes(fc.ENTRY_MAGIC + path.stem.encode() + b"\n" + pickle.dumps(Payload(marker)))
+        os.chown(path, 54321, -1)
+    return how in ("damaged", "of an older format (a bare pickle of code)", "another graph's, same inputs")
+
+
+BAD_ENTRIES = ["damaged", "of an older format (a bare pickle of code)", "another graph's, same inputs", "a directory",
+               "a FIFO", "a link to a file elsewhere", "owned by another user, with code in it"]
+
+
+@pytest.mark.timeout(120)  # a FIFO read would block forever
+@pytest.mark.parametrize("how", BAD_ENTRIES)
+def test_an_entry_that_is_not_this_functions_is_never_used(private_cache, tmp_path, caplog, how):
+    if "another user" in how and os.geteuid() != 0:
+        pytest.skip("chown to another user needs root")
     fc.cached_function(*small_graph())
     (path,) = private_cache.glob("*.pkl")
-    path.write_bytes(b"not a pickle")
+    replaced = _replace_entry(path, how, tmp_path / "payload-ran")
     inputs, outputs, updates = small_graph()
     f = fc.cached_function(inputs, outputs, updates)
-    assert "cannot use" in caplog.text
-    assert float(f(np.ones((1, 3), dtype="float32"))[0]) == 9.0
-    assert path.read_bytes() != b"not a pickle"
+    assert float(f(np.ones((1, 3), dtype="float32"))[0]) == 9.0  # the function asked for, freshly compiled
+    assert not (tmp_path / "payload-ran").exists()
+    assert str(path) in caplog.text and ("cannot use" if replaced else "is not used") in caplog.text
+    if replaced:
+        assert fc.read_entry(path, path.stem) is not None  # the right function is stored there now
+    else:
+        assert not path.is_file() or path.is_symlink() or path.stat().st_uid == 54321  # left alone
 
 
 def test_other_modes_are_not_cached(private_cache):

@@ -122,8 +122,11 @@ CONV_CASES = [
     # several chunks (2 float32, 6 float64): with OMP_NUM_THREADS >= 2 threads share them out,
     # each with its own buffers (and its own weight-gradient sum)
     ((6, 32, 24, 24), (5, 32, 3, 3), (2, 1), (1, 0)),
+    # float32: outputs of a whole number of vectors, so the im2col GEMMs of the forward pass and the input
+    # gradient run on the vector kernel (conv2d_vec.h), not BLAS
+    ((3, 4, 16, 16), (8, 4, 3, 3), (2, 2), (1, 1)),
 ]
-CONV_IDS = ["odd", "stride2", "pointwise", "k4s3", "full", "widepad", "chunks", "chunks-threads"]
+CONV_IDS = ["odd", "stride2", "pointwise", "k4s3", "full", "widepad", "chunks", "chunks-threads", "vector-gemm"]
 
 
 def _conv_graph(dtype, stride, pad, with_bias):
@@ -261,6 +264,117 @@ def test_conv2d_runtime_shape_errors(mode):
         f(np.zeros((1, 3, 5, 5), "float32"), np.zeros((4, 2, 3, 3), "float32"))
     with pytest.raises(ValueError, match=r"larger than the padded input"):
         f(np.zeros((1, 2, 2, 5), "float32"), np.zeros((4, 2, 5, 3), "float32"))
+
+
+# --------------------------------------------------------------------------- #
+# Convolution: the Winograd path (float32, 3x3, stride 1, pad <= 2, >= 8 channels) #
+# --------------------------------------------------------------------------- #
+# (x shape, W shape, stride, pad, with bias): every shape class the op routes to Winograd: F(4x4, 3x3) for
+# stride 1; four phases and F(4x4, 2x2) for stride 2 (forward and weight gradient; the input gradient stays on im2col)
+WINOGRAD_CASES = [
+    ((2, 16, 8, 8), (16, 16, 3, 3), 1, (1, 1), True),     # whole 4x4 tiles, one block of 16 channels
+    ((2, 8, 7, 9), (12, 8, 3, 3), 1, (1, 1), True),       # partial tiles; channels padded to the vector width
+    ((2, 9, 9, 6), (10, 9, 3, 3), 1, (0, 2), False),      # no padding in one dimension, 2 in the other
+    ((2, 40, 6, 5), (33, 40, 3, 3), 1, (1, 1), True),     # several channel blocks and a remainder
+    ((3, 16, 32, 32), (16, 16, 3, 3), 1, (1, 1), False),  # one image per chunk: chunks shared out over threads
+    ((24, 16, 8, 8), (16, 16, 3, 3), 1, (1, 1), False),   # many images per chunk, a short last chunk
+    ((2, 16, 16, 16), (32, 16, 3, 3), 2, (1, 1), True),   # stride 2 as in ResNet: phases in vector blocks
+    ((2, 8, 7, 9), (12, 8, 3, 3), 2, (0, 2), False),      # stride 2, odd sizes: phases one value at a time
+    ((3, 32, 10, 12), (16, 32, 3, 3), 2, (2, 1), True),   # stride 2, padding 2 and 1, rows past a vector
+]
+WINOGRAD_IDS = ["tiles", "partial-tiles", "pad0-pad2", "channel-blocks", "chunks-threads", "images-per-chunk",
+                "s2", "s2-odd", "s2-pad2"]
+#: Winograd's float32 error, relative to the largest value: measured 2e-6..8e-6 on these cases (the direct sum
+#: of the im2col path: 2e-7..1e-6)
+WINOGRAD_RTOL = 5e-5
+
+
+def _relative_error(value, ref):
+    return float(np.abs(value - ref).max() / np.abs(ref).max())
+
+
+@pytest.mark.parametrize("case", WINOGRAD_CASES, ids=WINOGRAD_IDS)
+def test_conv2d_winograd_matches_reference_and_im2col(case, monkeypatch):
+    xs, ws, stride, pad, with_bias = case
+    rng = np.random.default_rng(sum(xs) + sum(ws))
+    x = rng.standard_normal(xs).astype("float32")
+    w = (rng.standard_normal(ws) / np.sqrt(9 * ws[1])).astype("float32")
+    b = rng.standard_normal(ws[0]).astype("float32")
+    y_ref = ref_conv(x, w, (stride, stride), pad, b if with_bias else None)
+    g = rng.standard_normal(y_ref.shape).astype("float32")
+    expected = [y_ref, *ref_conv_grads(x, w, g, (stride, stride), pad)[:2]]
+
+    inputs, outputs = _conv_graph("float32", (stride, stride), pad, with_bias)
+    f = pytensor.function(inputs, outputs[:3])
+    args = [x, w, b, g] if with_bias else [x, w, g]
+    winograd = f(*args)
+    monkeypatch.setenv("THEANOMPI_CONV_ALGO", "im2col")
+    im2col = f(*args)
+    for name, value, old, ref in zip(["y", "dx", "dw"], winograd, im2col, expected):
+        assert value.dtype == "float32", name
+        assert _relative_error(value, ref) < WINOGRAD_RTOL, name
+        assert _relative_error(value, old) < WINOGRAD_RTOL, name
+        if stride == 1 or name != "dx":
+            # different arithmetic: equal bits would mean the Winograd path never ran
+            assert not np.array_equal(value, old), name
+
+
+@pytest.mark.parametrize(
+    "dtype, xs, ws, stride",
+    [("float64", (2, 16, 8, 8), (16, 16, 3, 3), 1),   # float64 stays on im2col
+     ("float32", (2, 16, 9, 9), (16, 16, 3, 3), 3),   # so does stride 3
+     ("float32", (2, 4, 8, 8), (16, 4, 3, 3), 1),     # and a layer of fewer than 8 channels
+     ("float32", (2, 16, 8, 8), (16, 16, 5, 5), 1)],  # and a 5x5 filter
+    ids=["float64", "stride3", "thin", "5x5"],
+)
+def test_conv2d_shapes_outside_winograd_stay_on_im2col(dtype, xs, ws, stride, monkeypatch):
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal(xs).astype(dtype), rng.standard_normal(ws).astype(dtype)
+    inputs, outputs = _conv_graph(dtype, (stride, stride), (1, 1), with_bias=False)
+    f = pytensor.function(inputs, outputs)
+    out = [(size + 2 - k) // stride + 1 for size, k in zip(xs[2:], ws[2:])]
+    g = rng.standard_normal((xs[0], ws[0], *out)).astype(dtype)
+    auto = f(x, w, g)
+    monkeypatch.setenv("THEANOMPI_CONV_ALGO", "im2col")
+    for value, old in zip(auto, f(x, w, g)):
+        np.testing.assert_array_equal(value, old)
+
+
+# The convolution is linear in each single input value, so a finite difference with a large step is exact but for
+# rounding; the default float32 step (3e-4) drowns the difference in the forward pass's rounding noise.
+LINEAR_EPS = 1.0
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_conv2d_winograd_verify_grad(stride):
+    """Finite differences in float32 through the Winograd forward, input and weight gradients."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 8, 5, 6)).astype("float32")
+    w = (rng.standard_normal((8, 8, 3, 3)) / 6).astype("float32")
+    b = rng.standard_normal(8).astype("float32")
+    verify_grad(lambda x_, w_, b_: conv2d(x_, w_, stride, 1, bias=b_), [x, w, b], rng=rng, eps=LINEAR_EPS)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_conv2d_winograd_grad_ops_verify_grad(stride):
+    """Second order through the Winograd path: the gradient ops' own gradients (all 3x3)."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((2, 8, 5, 6)).astype("float32")
+    w = (rng.standard_normal((8, 8, 3, 3)) / 6).astype("float32")
+    gy = rng.standard_normal((2, 8, 4 // stride + 1, 5 // stride + 1)).astype("float32")
+    s = (stride, stride)
+    verify_grad(lambda w_, g_: Conv2dGradInputs(s, 1)(pt.constant(x), w_, g_), [w, gy], rng=rng, eps=LINEAR_EPS)
+    verify_grad(lambda x_, g_: Conv2dGradWeights(s, 1)(x_, pt.constant(w), g_), [x, gy], rng=rng, eps=LINEAR_EPS)
+
+
+def test_conv2d_bad_algorithm_setting_is_a_value_error(monkeypatch):
+    x, w = pt.tensor4("x", dtype="float32"), pt.tensor4("w", dtype="float32")
+    f = pytensor.function([x, w], conv2d(x, w, pad=1))
+    monkeypatch.setenv("THEANOMPI_CONV_ALGO", "fastest")
+    with pytest.raises(ValueError, match=r"THEANOMPI_CONV_ALGO must be 'auto' or 'im2col', got 'fastest'"):
+        f(np.zeros((1, 8, 4, 4), "float32"), np.zeros((8, 8, 3, 3), "float32"))
+    monkeypatch.setenv("THEANOMPI_CONV_ALGO", "auto")
+    assert f(np.ones((1, 8, 4, 4), "float32"), np.ones((8, 8, 3, 3), "float32"))[0, 0, 1, 1] == 72
 
 
 # --------------------------------------------------------------------------- #

@@ -5,6 +5,7 @@ Each case runs in a fresh interpreter, since pytensor reads its configuration at
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ from theanompi.backend.pytensor_config import (
     AVX512_FEATURES,
     choose_openblas_coretype,
     default_cache_dir,
+    pytensorrc_text,
     usable_cpu_features,
 )
 
@@ -89,6 +91,29 @@ def test_openblas_coretype_follows_the_os_enabled_cpu_features():
         assert (got["coretype"], got["chosen_by"], got["corename"]) == ("SkylakeX", "theanompi", "SkylakeX")
     else:  # AVX-512 kernels would die of SIGILL here: OpenBLAS's own choice stands
         assert (got["coretype"], got["chosen_by"]) == (None, "openblas") and got["corename"]
+
+
+DAMAGE = {
+    "cut short": lambda text: text[: len(text) // 3],
+    "its [blas] section cut": lambda text: text[: text.index("[blas]")],
+    "not text at all": lambda text: "\udcff\x00" * 40,
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_damaged_pytensorrc_is_rewritten_and_pytensor_gets_every_setting(tmp_path, damage):
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    text = pytensorrc_text(cache)
+    rc = cache / f"pytensorrc-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
+    rc.write_bytes(DAMAGE[damage](text).encode(errors="surrogateescape"))
+    code = "import theanompi, pytensor; print(pytensor.config.linker, pytensor.config.blas__ldflags)"
+    proc = run_python(code, THEANOMPI_CACHE_DIR=str(cache))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[0] == "cvm" and "scipy_sgemm_" in proc.stdout  # the [blas] section is back
+    assert f"{rc} was damaged" in proc.stderr and "Traceback" not in proc.stderr
+    assert rc.read_text() == text
 
 
 def test_choose_openblas_coretype_without_avx512_leaves_the_environment_alone():

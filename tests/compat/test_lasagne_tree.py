@@ -164,14 +164,56 @@ def test_tree_reexports_the_one_implementation():
     assert not hasattr(lasagne.layers, "init") and "updates" not in lasagne.layers.__all__
     for name in lasagne.layers.__all__:
         assert getattr(lasagne.layers, name) is getattr(L, name)
-    with pytest.raises(AttributeError, match="lasagne.updates.adamax exists in Lasagne but is not ported"):
-        _ = lasagne.updates.adamax
     with pytest.raises(AttributeError, match="module 'lasagne.layers' has no attribute 'NoSuchLayer'"):
         _ = lasagne.layers.NoSuchLayer
     with pytest.raises(ImportError, match=r"lasagne.layers.dnn \(cuDNN layers\) is not part of theanompi.lasagne"):
         importlib.import_module("theanompi.lasagne.layers.dnn")
-    with pytest.raises(ValueError, match="set_rng: expected a numpy Generator, RandomState or int seed, got 'x'"):
+    with pytest.raises(ValueError, match="set_rng: expected a numpy RandomState, Generator, numpy.random or an int "
+                                         "seed, got 'x'"):
         lasagne.random.set_rng("x")
+
+
+def test_tree_has_lasagnes_modules_and_names_what_is_not_ported():
+    assert lasagne.layers.local.LocallyConnected2DLayer is L.LocallyConnected2DLayer
+    assert lasagne.layers.embedding.EmbeddingLayer is L.EmbeddingLayer
+    assert lasagne.layers.special.TPSTransformerLayer is L.TPSTransformerLayer
+    assert lasagne.layers.recurrent.GRULayer is L.GRULayer and lasagne.utils.int_types is L.utils.int_types
+    with pytest.raises(AttributeError, match="lasagne.layers.pool.pool_3d exists in Lasagne but is not ported"):
+        _ = lasagne.layers.pool.pool_3d
+
+
+def numpy_conv1d(x, W, stride, pad):
+    """A true convolution (np.convolve flips the filter) summed over the input channels."""
+    x = np.pad(x, [(0, 0), (0, 0), (pad, pad)])
+    return np.array([[sum(np.convolve(x[b, c], W[f, c], mode="valid") for c in range(x.shape[1]))[::stride]
+                      for f in range(W.shape[0])] for b in range(x.shape[0])])
+
+
+@pytest.mark.parametrize("name", ["conv1d_sc", "conv1d_mc0", "conv1d_mc1", "conv1d_unstrided", "conv1d_sd",
+                                  "conv1d_md"])
+def test_theano_extensions_conv1d_functions_match_numpy(name):
+    conv = getattr(lasagne.theano_extensions.conv, name)
+    rng = np.random.default_rng(0)
+    x, W = rng.normal(size=(2, 3, 11)), rng.normal(size=(4, 3, 4))
+    xv, Wv = pt.dtensor3("x"), pt.dtensor3("W")
+    out = conv(xv, Wv, x.shape, W.shape, subsample=(2,))
+    np.testing.assert_allclose(out.eval({xv: x, Wv: W}), numpy_conv1d(x, W, 2, 0), atol=1e-10)
+    unflipped = conv(xv, Wv, x.shape, W.shape, filter_flip=False).eval({xv: x, Wv: W})
+    np.testing.assert_allclose(unflipped, numpy_conv1d(x, W[:, :, ::-1], 1, 0), atol=1e-10)
+    with pytest.raises((ValueError, RuntimeError), match="border_mode"):
+        conv(xv, Wv, x.shape, W.shape, border_mode=None)
+    if name in ("conv1d_mc0", "conv1d_mc1"):
+        padded = conv(xv, Wv, x.shape, W.shape, border_mode=(2,)).eval({xv: x, Wv: W})
+        np.testing.assert_allclose(padded, numpy_conv1d(x, W, 1, 2), atol=1e-10)
+    if name in ("conv1d_unstrided", "conv1d_sd", "conv1d_md"):
+        with pytest.raises(RuntimeError, match=r"the filter length \(4\) is not a multiple of the stride \(3\)"):
+            conv(xv, Wv, x.shape, W.shape, subsample=(3,))
+
+
+def test_theano_extensions_pad_matches_numpy():
+    x = np.arange(24.0).reshape(2, 3, 4)
+    got = lasagne.theano_extensions.padding.pad(pt.as_tensor_variable(x), [(1, 2), 3], val=7, batch_ndim=1).eval()
+    np.testing.assert_array_equal(got, np.pad(x, [(0, 0), (1, 2), (3, 3)], constant_values=7))
 
 
 def run_python(code: str, tmp_path: Path, extra_path: str = "") -> subprocess.CompletedProcess:

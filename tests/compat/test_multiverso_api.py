@@ -100,6 +100,13 @@ def test_init_flags_and_bad_arguments_are_clear():
     assert api._state is None
 
 
+def test_shutdown_twice_is_a_no_op_as_multiverso_s():
+    code = ("import theanompi.multiverso as mv\nmv.init()\nmv.shutdown()\nmv.shutdown()\nprint('shut down twice')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "shut down twice" in proc.stdout
+
+
 # ----- what a Multiverso script expects of its process: pickling, `import lasagne`, floatX --------------------
 
 def _fresh(statement: str) -> str:

@@ -288,6 +288,7 @@ def test_launcher_lines_parse(block: Block) -> None:
         for item in args.set:
             key, _, value = item.partition("=")
             raw[key.strip().upper()] = value.strip()
+        raw.setdefault("DEVICES", "cpu0")  # left to --hostfile or a batch job's allocation (read when it runs)
         check_cfg_raw(raw)
 
 

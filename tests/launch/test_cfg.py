@@ -69,12 +69,13 @@ def test_a_byte_order_mark_is_not_part_of_the_first_key(tmp_path):
 
 
 def test_example_cfgs_are_valid(tmp_path):
-    """Every examples/*.cfg passes the launcher's checks (they are run in full by hand / other tests)."""
+    """Every examples/*.cfg passes the launcher's checks (they are run in full by hand / other tests); a batch
+    job's cfg leaves DEVICES to the allocation (examples/cluster.cfg), here two cpu workers."""
     from theanompi.launch.cfg import read_cfg_file, session_request
     from theanompi.launch.plan import plan_session
 
     for cfg in sorted((ROOT / "examples").glob("*.cfg")):
-        plan_session(session_request(read_cfg_file(cfg), cwd=str(ROOT)))
+        plan_session(session_request({"DEVICES": "cpu0,cpu1", **read_cfg_file(cfg)}, cwd=str(ROOT)))
 
 
 def test_theanompis_shell_spellings_quotes_and_device_arrays():

@@ -2,9 +2,12 @@
 to ranks on other hosts) and what a terminated launcher says. No MPI job starts here; conftest's `mpi` mark, which
 goes by the text "mpiexec" in a test, still lands on three of these tests."""
 
+import pytest
 
 from theanompi.core.devices import parse_devices
+from theanompi.launch.dry_run import app_contexts, rank_environment
 from theanompi.launch.mpiexec import mpiexec_command
+from theanompi.runtime.epoch_progress import BAR_ENV
 from theanompi.session.spec import RankSpec
 
 
@@ -21,11 +24,16 @@ def test_one_app_context_per_rank_with_thread_counts():
     assert "--oversubscribe" not in argv
 
 
-def test_oversubscribe_when_ranks_exceed_cores_and_binding():
-    argv = mpiexec_command(ranks("cpu0,cpu1,cpu2"), "s", "core", mpiexec="m", python="p", cpu_count=2)
+@pytest.mark.parametrize("bind", ["core", "none"])
+def test_oversubscribe_when_ranks_exceed_cores_and_say_so(bind, caplog):
+    with caplog.at_level("WARNING", logger="theanompi"):
+        argv = mpiexec_command(ranks("cpu0,cpu1,cpu2"), "s", bind, mpiexec="m", python="p", cpu_count=2)
     assert "--oversubscribe" in argv
     assert argv[1:3] == ["--bind-to", "none"]  # Open MPI 5 cannot bind an oversubscribed MPMD job
     assert "-x OMP_NUM_THREADS=1" in " ".join(argv)
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert said.startswith("3 ranks on this host's 2 cores: they take turns on the cores")
+    assert ("BIND=core ignored" in said) == (bind == "core")
 
 
 def test_remote_hosts_and_gpu_pinning():
@@ -44,6 +52,15 @@ def test_threads_per_worker_override():
 def test_binding_without_oversubscription():
     argv = mpiexec_command(ranks("cpu0,cpu1"), "s", "core", mpiexec="m", python="p", cpu_count=2)
     assert argv[1:3] == ["--bind-to", "core"] and "--oversubscribe" not in argv
+
+
+def test_a_terminal_asks_for_the_bar_and_output_as_it_comes():
+    plain = mpiexec_command(ranks("cpu0,cpu1"), "s", "none", mpiexec="m", python="p", cpu_count=2)
+    assert "--output" not in plain and BAR_ENV not in " ".join(plain)
+    argv = mpiexec_command(ranks("cpu0,cpu1"), "s", "none", mpiexec="m", python="p", cpu_count=2, progress_columns=120)
+    assert argv[argv.index("--output") + 1] == ":raw"  # not line by line: the bar's carriage returns get through
+    contexts = app_contexts(argv)
+    assert [rank_environment(c, {})[BAR_ENV] for c in contexts] == ["120", "120"]
 
 
 def test_a_terminated_launcher_says_which_signal_stopped_it(tmp_path):

@@ -143,3 +143,80 @@ def test_importing_theanompi_does_not_import_torch():
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_a_build_network_that_returns_no_module_is_a_contract_error():
+    from theanompi.models.data.digits import load_digits_split
+    from theanompi.models.torch_classifier import TorchClassifierModel
+
+    class Layers(TorchClassifierModel):
+        def build_data(self):
+            (xt, yt), (xv, yv) = load_digits_split()
+            return self.shard(xt, yt, xv, yv)
+
+        def build_network(self):
+            return [torch.nn.Linear(64, 10)]
+
+    with pytest.raises(ContractError, match=r"Layers.build_network must return a torch.nn.Module .*not a list"):
+        Layers(WorkerConfig(rank=0, size=1, seed=0, device="cpu0"))
+
+
+def test_weight_decay_is_added_to_the_weights_gradients_by_their_hooks():
+    decayed, plain = digits_cnn(weight_decay=0.01), digits_cnn()
+    for m in (decayed, plain):
+        m.compile_iter_fns("cdd")
+        m.adjust_hyperp(0)
+    with_decay = decayed.train_iter(0, Recorder(None))
+    without = plain.train_iter(0, Recorder(None))
+    offset = 0
+    for p in plain.params:  # g + wd * p for the weights (2-D and up), g for the biases
+        n = p.numel()
+        decay = 0.01 * p.detach().numpy().ravel() if p.dim() > 1 else 0.0
+        np.testing.assert_allclose(with_decay[offset:offset + n], without[offset:offset + n] + decay, rtol=1e-6,
+                                   atol=1e-9)
+        assert (p.dim() > 1) == (not np.array_equal(with_decay[offset:offset + n], without[offset:offset + n]))
+        offset += n
+
+
+def test_attached_reducer_starts_each_bucket_during_backward_with_its_final_gradient():
+    from conftest import RecordingExchanger
+
+    from theanompi.comm.exchange.overlap import OverlappedAllreduce, plan_buckets
+
+    model, plain = digits_cnn(weight_decay=1e-3), digits_cnn(weight_decay=1e-3)
+    for m in (model, plain):
+        m.compile_iter_fns("cdd")
+        m.adjust_hyperp(0)
+    sizes = [p.numel() for p in model.params]  # 144 16 16384 64 640 10
+    exchanger = RecordingExchanger(model.update_vector(), tests_to_finish=1000)
+    reducer = OverlappedAllreduce(exchanger, plan_buckets(sizes, 4, bucket_bytes=4 * 1000))
+    model.attach_reducer(reducer)
+    rec = Recorder(None)
+    for count in range(3):
+        exchanger.started.clear(), exchanger.values.clear()
+        vector = model.train_iter(count, rec)
+        expected = plain.train_iter(count, rec)
+        # reverse order: dense 2's W b with dense 1's b, then dense 1's W alone, then the conv's; final values each
+        assert exchanger.started == [(16544, 17258), (160, 16544), (0, 160)]
+        for (start, stop), values in zip(exchanger.started, exchanger.values):
+            np.testing.assert_array_equal(values, expected[start:stop])
+        assert reducer.finish() is reducer.buffer and reducer.overlapped == 3  # all three left during backward
+        np.testing.assert_array_equal(vector, 2 * expected)  # the exchange summed into the model's own buffer
+        model.apply_update(vector)
+        plain.apply_update(2 * expected)
+    for p, q in zip(model.params, plain.params):
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+
+
+def test_a_second_backward_in_one_step_is_refused_by_the_reducer():
+    from conftest import RecordingExchanger
+
+    from theanompi.comm.exchange.overlap import OverlappedAllreduce, plan_buckets
+
+    model = digits_cnn()
+    model.compile_iter_fns("cdd")
+    model.attach_reducer(OverlappedAllreduce(RecordingExchanger(model.update_vector()),
+                                             plan_buckets([p.numel() for p in model.params], 4, 1 << 20)))
+    model.train_iter(0, Recorder(None))
+    with pytest.raises(RuntimeError, match=r"params\[5\]'s gradient was reported final twice in one step"):
+        model.train_iter(1, Recorder(None))

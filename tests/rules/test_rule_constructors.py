@@ -41,9 +41,10 @@ class UntouchableContext(SimpleNamespace):
         return self.options
 
 
-def _built():
+def _built(recorder=None):
     fused = SimpleNamespace(size=4, dtype=np.dtype("float32"), xp=np)
-    return BuiltWorker(model=Untouchable("the model"), fused=fused, recorder=Untouchable("the recorder"), n_epochs=2)
+    recorder = Untouchable("the recorder") if recorder is None else recorder
+    return BuiltWorker(model=Untouchable("the model"), fused=fused, recorder=recorder, n_epochs=2)
 
 
 def _ctx(tmp_path, options):
@@ -79,8 +80,9 @@ def test_a_constructor_only_stores_state(tmp_path, make):
 def test_start_resumes_before_the_rules_start(tmp_path, monkeypatch):
     calls = []
     options = BSPOptions(resume="/nonexistent/checkpoint")
-    worker = BSPWorker(_ctx(tmp_path, options), _comm(), _built(), options, "cdd", Untouchable("the exchanger"))
+    recorder = SimpleNamespace(open_board=lambda spec: calls.append("board"))
+    worker = BSPWorker(_ctx(tmp_path, options), _comm(), _built(recorder), options, "cdd", Untouchable("the exchanger"))
     monkeypatch.setattr(worker, "restore", lambda path: calls.append(path) or 3)
     monkeypatch.setattr(worker, "start_rule", lambda: calls.append("rule"))
     worker.start()
-    assert calls == [options.resume, "rule"] and worker.start_epoch == 3
+    assert calls == ["board", options.resume, "rule"] and worker.start_epoch == 3

@@ -36,6 +36,36 @@ def _pickled_code_checkpoint(tmp: Path) -> dict:
     return {"RESUME": "ckpt.hkl"}
 
 
+def _hickle_v3_checkpoint(tmp: Path) -> dict:
+    """hickle 3's layout (hickle reads it with dill), with pickled code in it."""
+    import pickle
+
+    import h5py
+    import numpy as np
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, ("touch " + str(tmp / "pwned"),))
+
+    with h5py.File(tmp / "ckpt.hkl", "w") as f:
+        f.attrs.update({"CLASS": b"hickle", "VERSION": "3.4.9", "PYTHON_VERSION": "3.11"})
+        f.attrs["type"] = np.array([b"hickle"], dtype="S6")
+        node = f.create_dataset("data_0", data=[np.void(pickle.dumps(Payload(), protocol=0))])
+        node.attrs["type"] = np.array([b"pickle"], dtype="S6")
+    return {"RESUME": "ckpt.hkl"}
+
+
+def _negative_epoch_checkpoint(tmp: Path) -> dict:
+    import numpy as np
+
+    from theanompi.core.safe_io import save_hickle_atomically
+
+    save_hickle_atomically({"format": 1, "rule": "BSP", "epoch": -1, "iteration": 0, "n_workers": 2,
+                            "worker_params": [[np.zeros(2, "float32")]] * 2, "worker_state": [[], []]},
+                           tmp / "ckpt.hkl")
+    return {"RESUME": "ckpt.hkl"}
+
+
 def _other_rules_checkpoint(tmp: Path) -> dict:
     import numpy as np
 
@@ -105,7 +135,10 @@ LAUNCH = {
     "worker loss with sync ASGD": ({"RULE": "ASGD", "ASGD_SYNC": "true", "ON_WORKER_LOSS": "continue"},
                                    "ON_WORKER_LOSS=continue needs ASGD_SYNC=false"),
     "resume from nowhere": ({"RESUME": "nowhere"}, "RESUME='"),
+    "infinite learning rate": ({"MODEL_LR": "1e400"}, "model option lr=inf is not allowed; use a finite number > 0"),
     "garbage checkpoint": (_garbage_checkpoint, "not a readable hickle file"),
+    "hickle v3 checkpoint": (_hickle_v3_checkpoint, "it is a hickle v3 file, which hickle reads with dill"),
+    "checkpoint with a negative epoch": (_negative_epoch_checkpoint, "the checkpoint's epoch is -1, not an integer"),
     "checkpoint with pickled code": (_pickled_code_checkpoint, "it references the global"),
     "other rule's checkpoint": (_other_rules_checkpoint, "is a BSP checkpoint, not EASGD"),
     "truncated newest checkpoint": (_truncated_newest_checkpoint,
@@ -126,6 +159,16 @@ RUNTIME = {
                                            "workers disagree on n_params: rank 0 has"),
     "NaN in the exchanged gradient": ({"MODELFILE": CONTRACT, "MODELCLASS": "NaNInjector", "N_EPOCHS": 3},
                                       "NaN or Inf in the update vector of parameter 'b1' (params[3]) on worker 1"),
+    # overlapped with backward, each bucket is checked before it leaves: the first bucket (the last params,
+    # 4.bias and the 6.* layer, of 3 buckets) names its first param, where a check of the whole vector names params[0]
+    "NaN in a gradient bucket": ({"MODELFILE": str(ASSETS / "torch_models.py"), "MODELCLASS": "TorchNaNInjector",
+                                  "BSP_BUCKET_MB": 0.02, "N_EPOCHS": 2},
+                                 "NaN or Inf in the update vector of parameter '4.bias' (params[3]) on worker 1"),
+    "reducer bound to a wrong buffer": ({"MODELFILE": str(ASSETS / "torch_models.py"),
+                                         "MODELCLASS": "TorchShortReducerBuffer"},
+                                        "ContractError: ModelClass 'TorchShortReducerBuffer'.attach_reducer: the "
+                                        "overlapped exchange needs the flat gradient buffer of 17258 elements, got "
+                                        "ndarray (17257,)"),
     "corrupt CIFAR batch file": (_corrupt_cifar_file, "data_batch_1' is not a readable pickle"),
     "corrupt hickle data file": (_corrupt_hickle_file, "0000.hkl"),
 }

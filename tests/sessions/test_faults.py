@@ -143,7 +143,7 @@ def test_lost_server_is_named_not_the_workers_that_saw_it_go(tmp_path):
     assert " died; the others then stopped: " in last, last
 
 
-def _launch_with_private_mount(tmp_path, mount_opts: str, cfg) -> subprocess.CompletedProcess:
+def _launch_with_private_mount(tmp_path, mount_opts: str, cfg, env=None) -> subprocess.CompletedProcess:
     """tmlauncher with a small tmpfs (``mount_opts``) on ``tmp_path/mnt``, in a private mount namespace."""
     import shutil
 
@@ -154,7 +154,7 @@ def _launch_with_private_mount(tmp_path, mount_opts: str, cfg) -> subprocess.Com
     exe = os.path.join(os.path.dirname(sys.executable), "tmlauncher")
     script = f'mount -t tmpfs -o {mount_opts} tmpfs "{mnt}" || exit 99; exec "{exe}" -cfg="{cfg}"'
     proc = subprocess.run(["unshare", "-m", "sh", "-c", script], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=240, stdin=subprocess.DEVNULL)
+                          timeout=240, stdin=subprocess.DEVNULL, env=env)
     if proc.returncode == 99:
         pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
     return proc
@@ -168,6 +168,9 @@ def _launch_with_private_mount(tmp_path, mount_opts: str, cfg) -> subprocess.Com
      2, "tmlauncher: error: CHECKPOINT_DIR='{mnt}/ck' is not writable: Read-only file system"),
     ("disk full", "size=96k", {"RUN_DIR": "mnt/run", "MODEL_HIDDEN": 2048, "N_EPOCHS": 1}, 1,
      "No space left on device"),
+    ("full CHECKPOINT_DIR", "size=96k", {"RUN_DIR": "run", "CHECKPOINT_DIR": "mnt/ck", "CHECKPOINT_EVERY": 1,
+                                         "MODEL_HIDDEN": 2048, "N_EPOCHS": 1}, 1,
+     "No space left on device: '{mnt}/ck/ckpt-epoch-0000.hkl'"),
 ])
 def test_unwritable_places_are_named(tmp_path, case, mount_opts, keys, code, fragment):
     cfg = write_cfg(tmp_path / "s.cfg", **keys)
@@ -182,30 +185,58 @@ def test_unwritable_places_are_named(tmp_path, case, mount_opts, keys, code, fra
         assert "the disk is full" in lines[-1]
 
 
-def test_reused_run_dir_starts_clean_and_a_busy_one_is_refused(tmp_path):
-    """Old status files neither stop nor get blamed for a new session; two sessions never share a RUN_DIR."""
+def _epochs_recorded(run_dir) -> list[int]:
+    return [json.loads(line)["epoch"] for line in (run_dir / "epochs.jsonl").read_text().splitlines()]
+
+
+def test_reused_run_dir_starts_clean_and_busy_directories_are_refused(tmp_path):
+    """Old status files neither stop nor get blamed for a new session; an earlier session's records and
+    checkpoints are set aside (the new curves and 'latest' are the new session's own), a resumed session appends;
+    two sessions never share a RUN_DIR or a CHECKPOINT_DIR."""
     from conftest import run_launcher
 
     from theanompi.session.run_dir import claim_run_dir
 
-    status = tmp_path / "run" / "ranks"
+    run = tmp_path / "run"
+    status = run / "ranks"
     status.mkdir(parents=True)
     (status / "rank-0.stall").write_text(json.dumps({"who": "rank 0 (worker on cpu0)", "where": "training",
                                                      "waiting": False, "since": time.time() - 376, "iteration": 5}))
     (status / "rank-1.failed").write_text("rank 1 (worker on cpu1): RuntimeError: an old failure\n")
-    cfg = write_cfg(tmp_path / "s.cfg", RUN_DIR="run", N_EPOCHS=1, WATCHDOG=30)
+    (run / "epochs.jsonl").write_text("".join(json.dumps({"epoch": e, "val_accuracy": 0.1}) + "\n" for e in range(3)))
+    (run / "summary.json").write_text("{}")
+    (run / "checkpoints").mkdir()
+    (run / "checkpoints" / "ckpt-epoch-0004.hkl").write_bytes(b"another session's model")
+    (run / "checkpoints" / "latest").write_text("ckpt-epoch-0004.hkl\n")
+    cfg = write_cfg(tmp_path / "s.cfg", RUN_DIR="run", N_EPOCHS=1, WATCHDOG=30, CHECKPOINT_EVERY=1)
     proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert not (status / "rank-1.failed").exists()
-    claim = claim_run_dir(tmp_path / "run")  # as a running launcher holds it
+    assert _epochs_recorded(run) == [0]
+    (earlier,) = (run / "previous").iterdir()
+    assert sorted(p.name for p in earlier.iterdir()) == ["epochs.jsonl", "summary.json"]
+    assert (run / "checkpoints" / "latest").read_text().strip() == "ckpt-epoch-0000.hkl"
+    assert sorted(p.name for p in (run / "checkpoints").glob("previous/*/*")) == ["ckpt-epoch-0004.hkl", "latest"]
+    assert f"RUN_DIR held the records of an earlier session: moved to {earlier}" in proc.stdout
+    resumed = write_cfg(tmp_path / "r.cfg", RUN_DIR="run", N_EPOCHS=2, RESUME="run/checkpoints")
+    proc, _ = run_launcher(f"-cfg={resumed}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert _epochs_recorded(run) == [0, 1] and len(list((run / "previous").iterdir())) == 1
+
+    busy = [("RUN_DIR", run, claim_run_dir(run)),  # as a running launcher holds them
+            ("CHECKPOINT_DIR", tmp_path / "ckpts", claim_run_dir(tmp_path / "a", checkpoint_dir=tmp_path / "ckpts"))]
     try:
-        proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
+        for what, path, _ in busy:
+            keys = {"RUN_DIR": "run"} if what == "RUN_DIR" else {"RUN_DIR": "b", "CHECKPOINT_DIR": "ckpts"}
+            cfg = write_cfg(tmp_path / "busy.cfg", N_EPOCHS=1, CHECKPOINT_EVERY=1, **keys)
+            proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
+            assert proc.returncode == 2
+            assert proc.stderr.strip() == (f"tmlauncher: error: {what}='{path}' is in use by another session "
+                                           f"(launcher pid {os.getpid()}); give this session another {what}, or "
+                                           "wait for that one to end"), proc.stderr
     finally:
-        claim.release()
-    assert proc.returncode == 2
-    assert proc.stderr.strip() == (f"tmlauncher: error: RUN_DIR='{tmp_path / 'run'}' is in use by another session "
-                                   f"(launcher pid {os.getpid()}); give this session another RUN_DIR, or wait "
-                                   "for that one to end"), proc.stderr
+        for _, _, claim in busy:
+            claim.release()
 
 
 def test_rule_init_from_a_finished_thread_runs_on_and_a_second_init_is_refused(tmp_path):
@@ -224,3 +255,48 @@ def test_rule_init_from_a_finished_thread_runs_on_and_a_second_init_is_refused(t
             "first, or use another BSP()") in proc.stdout
     assert json.loads((tmp_path / "a" / "summary.json").read_text())["epochs"] == 1
     assert not (tmp_path / "b").exists()
+
+
+def _plant_a_compiler(cache, markers):
+    """A cache directory anyone may write, holding the pytensorrc theanompi would use there -- with a compiler
+    that leaves a marker (pytensor runs it as soon as it looks up its -march flags)."""
+    import hashlib
+
+    from theanompi.backend.pytensor_config import pytensorrc_text
+
+    cache.mkdir()
+    compiler = markers / "evil-g++"
+    compiler.write_text(f"#!/bin/sh\ntouch {markers / 'compiler-ran'}\nexec g++ \"$@\"\n")
+    compiler.chmod(0o755)
+    text = pytensorrc_text(cache)
+    rc = cache / f"pytensorrc-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
+    rc.write_text(text.replace("[global]\n", f"[global]\ncxx = {compiler}\n"))
+    cache.chmod(0o777)
+
+
+# a cache the session must not use: one line (from the launcher only: its ranks inherit the decision), and the
+# session runs with the caches off (FAST_COMPILE: nothing to compile wherever the compile cache is)
+@pytest.mark.parametrize("case", ["read-only", "writable by others, with a planted compiler"])
+def test_a_cache_that_cannot_be_used_costs_one_line_and_the_session_runs(tmp_path, case):
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    cfg = write_cfg(tmp_path / "s.cfg", RUN_DIR="run", N_EPOCHS=1)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTENSORRC", "THEANOMPI_FUNCTION_CACHE")}
+    env["PYTENSOR_FLAGS"] = "mode=FAST_COMPILE"
+    if case == "read-only":
+        env["THEANOMPI_CACHE_DIR"] = str(tmp_path / "mnt" / "cache")
+        proc = _launch_with_private_mount(tmp_path, "ro,size=1m", cfg, env=env)
+        reason = "cannot be created: Read-only file system"
+    else:
+        _plant_a_compiler(tmp_path / "cache", markers)
+        env["THEANOMPI_CACHE_DIR"] = str(tmp_path / "cache")
+        exe = os.path.join(os.path.dirname(sys.executable), "tmlauncher")
+        proc = subprocess.run([exe, f"-cfg={cfg}"], cwd=tmp_path, capture_output=True, text=True, timeout=240,
+                              stdin=subprocess.DEVNULL, env=env)
+        reason = "is writable by group and others (mode 0777)"
+    assert proc.returncode == 0, proc.stderr
+    said = [line for line in (proc.stdout + proc.stderr).splitlines() if "is not used" in line]
+    assert len(said) == 1 and reason in said[0] and "compiling with the caches off" in said[0], said
+    assert "Traceback" not in proc.stderr
+    assert [p.name for p in markers.iterdir()] == ([] if case == "read-only" else ["evil-g++"])
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["epochs"] == 1

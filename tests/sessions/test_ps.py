@@ -8,3 +8,9 @@ from conftest import run_mpi
 def test_parameter_server(mode, servers, ranks):
     proc = run_mpi("check_ps.py", ranks, mode, str(servers), timeout=120)
     assert f"ps ok ({mode}, {servers} servers, {ranks - servers} clients)" in proc.stdout
+
+
+@pytest.mark.parametrize("servers", [1, 2])
+def test_staleness_modes_against_numpy(servers):
+    proc = run_mpi("check_ps_staleness.py", servers + 2, str(servers), timeout=120)
+    assert f"staleness ok ({servers} servers, 2 clients)" in proc.stdout

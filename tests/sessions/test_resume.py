@@ -80,3 +80,45 @@ def test_resume_continues_every_rule_from_its_checkpoint(tmp_path, rule):
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert summary["epochs"] == 1 and summary["final_val_accuracy"] >= 0.85  # GOSGD varies with timing: 0.90-0.95
     assert resolve_checkpoint(tmp_path / "b" / "checkpoints").name == "ckpt-epoch-0001.hkl"
+
+
+def _finished_checkpoint(directory, rule: str, epochs: int, hidden: int = 16) -> dict:
+    """A checkpoint of ``rule`` after ``epochs`` epochs of the MLP (MODEL_HIDDEN=hidden) on 2 workers whose
+    workers hold different parameters (and EASGD's centre others again), so that the final model tells them apart."""
+    from theanompi.session.checkpoint import save_checkpoint
+
+    rng = np.random.default_rng(0)
+    shapes = [(64, hidden), (hidden,), (hidden, 10), (10,)]
+    workers = [[rng.standard_normal(s).astype("float32") for s in shapes] for _ in range(2)]
+    payload = {"rule": rule, "epoch": epochs - 1, "iteration": 10**6, "n_workers": 2, "seed": 0,
+               "worker_params": workers, "worker_state": [[], []], "worker_rule_state": [{}, {}]}
+    if rule == "GOSGD":
+        payload["worker_rule_state"] = [{"weight": 0.25}, {"weight": 0.75}]
+    if rule == "EASGD":
+        payload["centre"] = rng.standard_normal(sum(int(np.prod(s)) for s in shapes)).astype("float32")
+        payload["worker_iterations"] = [5 * 10**5, 5 * 10**5]
+    save_checkpoint(directory, payload)
+    return payload
+
+
+# N_EPOCHS given: the launcher sees there is nothing to train (every rule); from the model's n_epochs: the ranks do
+# (the rules whose end differs from BSP's: EASGD's server, GOSGD's consensus, ASGD's servers)
+@pytest.mark.parametrize("rule, epochs_from", [("BSP", "N_EPOCHS"), ("EASGD", "N_EPOCHS"), ("GOSGD", "N_EPOCHS"),
+                                               ("ASGD", "N_EPOCHS"), ("EASGD", "model"), ("GOSGD", "model"),
+                                               ("ASGD", "model")])
+def test_resuming_a_finished_session_writes_the_final_model_and_exits_0(tmp_path, rule, epochs_from):
+    from theanompi.session.checkpoint import final_params
+
+    payload = _finished_checkpoint(tmp_path / "ckpts", rule, epochs=2)
+    epochs = {"N_EPOCHS": 2} if epochs_from == "N_EPOCHS" else {"N_EPOCHS": None, "MODEL_N_EPOCHS": 2}
+    cfg = write_cfg(tmp_path / "s.cfg", RULE=rule, MODEL_HIDDEN=16, RESUME="ckpts", RUN_DIR="run", **epochs)
+    proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    said = [line for line in proc.stdout.splitlines() if "nothing to train" in line]
+    assert len(said) == 1 and "the checkpoint is at epoch 2 of 2: nothing to train" in said[0], proc.stdout
+    assert ("starting" in proc.stdout) == (epochs_from == "model")  # the launcher path starts no rank
+    expected = final_params(payload)
+    for got, want in zip(load_final_params(tmp_path / "run"), expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["epochs"] == 0 and summary["final_params"].endswith("final_params.npz")

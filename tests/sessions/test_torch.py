@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import ASSETS, ROOT, run_launcher, write_cfg  # noqa: E402
+from conftest import ASSETS, ROOT, run_launcher, run_mpi, write_cfg  # noqa: E402
 
 from theanompi.models.contract import WorkerConfig  # noqa: E402
 from theanompi.models.loader import load_model_class  # noqa: E402
@@ -68,23 +68,48 @@ def test_digits_cnn_learns_under_every_rule_with_two_workers(tmp_path, rule):
 
 
 def test_cdd_two_workers_equal_one_process_with_double_batch(tmp_path):
-    """2 workers x batch 16 == 1 worker x batch 32, momentum and weight decay on, 2 epochs (94 steps)."""
+    """2 workers x batch 16 == 1 worker x batch 32, momentum and weight decay on, 2 epochs (94 steps): with the
+    exchange overlapped with backward (BSP_BUCKET_MB=0.02: 3 buckets) and with one allreduce after backward (0)."""
     # one thread per rank in both sessions: torch's convolution gradients sum in another order with 2 threads than
     # with 1, which alone moves the weights by up to 2e-3 after 94 momentum steps (seen on the 2-vCPU AMD EPYC VM)
     common = dict(TORCH, N_EPOCHS=2, MODEL_MOMENTUM=0.9, MODEL_WEIGHT_DECAY=0.0001, BSP_SYNC_TYPE="cdd",
                   THREADS_PER_WORKER=1)
-    two = write_cfg(tmp_path / "two.cfg", DEVICES="cpu0,cpu1", RUN_DIR="two", **common)
-    one = write_cfg(tmp_path / "one.cfg", DEVICES="cpu0", RUN_DIR="one", **{**common, "MODEL_BATCH_SIZE": 32})
-    for cfg in (two, one):
-        proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
+    runs = {"one": dict(DEVICES="cpu0", MODEL_BATCH_SIZE=32),
+            "overlapped": dict(DEVICES="cpu0,cpu1", BSP_BUCKET_MB=0.02),
+            "plain": dict(DEVICES="cpu0,cpu1", BSP_BUCKET_MB=0)}
+    for name, keys in runs.items():
+        proc, _ = run_launcher(f"-cfg={write_cfg(tmp_path / f'{name}.cfg', RUN_DIR=name, **{**common, **keys})}",
+                               cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
-    assert summary(tmp_path / "two")["iterations"] == summary(tmp_path / "one")["iterations"] == 94
+        assert summary(tmp_path / name)["iterations"] == 94
+    assert summary(tmp_path / "overlapped")["gradient_buckets"] == 3
+    assert summary(tmp_path / "plain")["gradient_buckets"] == 0
     initial = [p.detach().numpy() for p in digits_cnn().params]
     moved = 0.0
-    for a, b, start in zip(load_final_params(tmp_path / "two"), load_final_params(tmp_path / "one"), initial):
-        np.testing.assert_allclose(a, b, rtol=1e-4, atol=2e-5)
-        moved = max(moved, float(np.abs(a - start).max()))
+    for two in ("overlapped", "plain"):
+        for a, b, start in zip(load_final_params(tmp_path / two), load_final_params(tmp_path / "one"), initial):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=2e-5)
+            moved = max(moved, float(np.abs(a - start).max()))
     assert moved > 1e-2  # training moved the weights: the comparison is not vacuous
+    for a, b in zip(load_final_params(tmp_path / "overlapped"), load_final_params(tmp_path / "plain")):
+        np.testing.assert_array_equal(a, b)  # 2 workers: each bucket's sum is the whole buffer's, bit for bit
+
+
+def test_overlapped_exchange_equals_the_plain_one_on_two_ranks():
+    """Buckets of at most 256 bytes (6: one per param of the digits CNN) summed by MPI Iallreduce from autograd
+    hooks while backward runs == one Allreduce after backward, bit for bit
+    (tests/mpi_scripts/check_overlap_exchange.py)."""
+    proc = run_mpi("check_overlap_exchange.py", 2, "256")
+    assert "overlapped exchange ok: 2 rank(s), cpu0, ar, 6 buckets of <= 256 bytes started during backward in " \
+           "reverse parameter order, sums and parameters equal to the plain exchange's" in proc.stdout
+
+
+def test_cdd_exchange_sums_the_flat_gradient_in_place_without_a_copy():
+    """The host path of BSP's torch exchange on 2 ranks: the update vector is a NumPy view of the flat gradient
+    (DLPack), staged and summed in place, read back by apply_update from the same memory
+    (tests/mpi_scripts/check_torch_exchange.py; the CuPy/NCCL path: tests/sessions/test_gpu.py)."""
+    proc = run_mpi("check_torch_exchange.py", 2, "cpu0", "ar")
+    assert "torch exchange ok: 2 rank(s), cpu0, ar, numpy views of the flat gradient, summed in place" in proc.stdout
 
 
 def test_resume_equals_uninterrupted_run(tmp_path):

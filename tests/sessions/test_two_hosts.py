@@ -68,10 +68,12 @@ def launcher_env() -> dict[str, str]:
     return env
 
 
-def launch_on_host1(hosts: TwoHosts, cfg: Path, workdir: Path, **popen) -> subprocess.Popen:
-    """tmlauncher, started on host1 as a user would start it there."""
-    return subprocess.Popen(hosts.enter("host1") + [TMLAUNCHER, f"-cfg={cfg}"], cwd=workdir,
-                            env=hosts.mpi_env(launcher_env()), stdin=subprocess.DEVNULL,
+def launch_on_host1(hosts: TwoHosts, cfg: Path, workdir: Path, *flags: str, variables: dict | None = None,
+                    **popen) -> subprocess.Popen:
+    """tmlauncher, started on host1 as a user would start it there (``variables``: more of its environment, e.g.
+    a batch job's)."""
+    return subprocess.Popen(hosts.enter("host1") + [TMLAUNCHER, f"-cfg={cfg}", *flags], cwd=workdir,
+                            env={**hosts.mpi_env(launcher_env()), **(variables or {})}, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
 
 
@@ -186,3 +188,51 @@ def test_killing_every_rank_of_host2_ends_the_session_naming_the_host(hosts, wor
     assert ("lost host host2: rank 2 (worker on host2:cpu0), rank 3 (worker on host2:cpu1) stopped" in last
             or re.search(r"rank [23] \(worker on host2:cpu[01]\) died", last)), err
     assert hosts.wait_idle() == {}
+
+
+def _pbs_job(workdir: Path) -> tuple[list[str], dict]:
+    nodefile = workdir / "pbs_nodefile"
+    nodefile.write_text("host1\nhost1\nhost2\nhost2\n")  # one line per allocated task
+    return [], {"PBS_NODEFILE": str(nodefile)}
+
+
+#: scheduler -> (builder(workdir) -> (flags, the job's variables), where the first line says the devices came from)
+ALLOCATIONS = {
+    "Slurm": (lambda workdir: ([], {"SLURM_JOB_NODELIST": "host[1-2]", "SLURM_TASKS_PER_NODE": "2(x2)"}),
+              "the Slurm allocation (SLURM_JOB_NODELIST=host[1-2], SLURM_TASKS_PER_NODE=2(x2))"),
+    "PBS": (_pbs_job, "the PBS allocation (PBS_NODEFILE={workdir}/pbs_nodefile)"),
+}
+
+
+@pytest.mark.parametrize("scheduler", sorted(ALLOCATIONS))
+def test_a_batch_jobs_allocation_places_the_workers_on_both_hosts(hosts, workdir, private_tmp, scheduler):
+    build, source = ALLOCATIONS[scheduler]
+    flags, variables = build(workdir)
+    run_dir = private_tmp / f"{scheduler.lower()}-job"
+    cfg = write_cfg(workdir / f"{scheduler}-job.cfg", DEVICES=None, RUN_DIR=run_dir, N_EPOCHS=2)
+    proc = launch_on_host1(hosts, cfg, workdir, *flags, variables=variables)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert out.splitlines()[0] == f"tmlauncher: devices from {source.format(workdir=workdir)}: " \
+                                  f"{TWO_HOSTS}", out
+    for index, rank in enumerate((2, 3)):
+        assert f"tmlauncher: rank {rank} (worker on host2:cpu{index}) finished (rank {rank} ran on host host2" in out
+    assert summary(run_dir)["workers"] == 4
+    assert hosts.wait_idle() == {}
+
+
+def test_a_hostfile_over_two_hosts_places_the_ranks_there(hosts, workdir):
+    hostfile = workdir / "hostfile"
+    hostfile.write_text("# Open MPI's format\nhost1 slots=2\nhost2 slots=2 max_slots=8\n")
+    cfg = write_cfg(workdir / "hostfile.cfg", DEVICES=None)
+    proc = launch_on_host1(hosts, cfg, workdir, "--hostfile", str(hostfile), "--dry-run")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f"tmlauncher: devices from --hostfile {hostfile}: {TWO_HOSTS}"
+    contexts = [line for line in lines if line.lstrip().startswith(("-n 1", ": -n 1"))]
+    assert ["--host host2:2" in line for line in contexts] == [False, False, True, True], contexts
+    assert all("--host host1:2" in line for line in contexts[:2])  # this host's ranks are placed here explicitly
+    remote = [line for line in lines if line.startswith("  rank 2 ") or line.startswith("  rank 3 ")]
+    assert all("THEANOMPI_REMOTE_SPEC=<session.json, encoded, once written>" in line for line in remote), remote
+    assert not (workdir / "runs").exists()

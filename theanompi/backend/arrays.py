@@ -102,6 +102,31 @@ def as_buffer(x, xp: ModuleType):
     return xp.from_dlpack(x)
 
 
+#: DLPack's device types of memory a CPU reads directly (kDLCPU, kDLCUDAHost pinned memory)
+_DLPACK_HOST_DEVICES = (1, 3)
+
+
+def dlpack_view(x):
+    """An array sharing ``x``'s memory through DLPack, no copy: NumPy for host memory, CuPy for GPU memory.
+
+    ``x`` is anything with ``__dlpack__`` (a torch tensor, a jax array, a NumPy or CuPy array). Writes into the
+    view are writes into ``x``: only view memory that its owner lets others write (a torch tensor's, not a
+    jax array's).
+
+    >>> import torch
+    >>> t = torch.zeros(3)
+    >>> view = dlpack_view(t); view[1] = 5.0
+    >>> type(view).__name__, t.tolist()
+    ('ndarray', [0.0, 5.0, 0.0])
+    """
+    device_type, _ = x.__dlpack_device__()
+    if int(device_type) in _DLPACK_HOST_DEVICES:
+        return np.from_dlpack(x)
+    import cupy  # noqa: PLC0415 - cupy is optional (CUDA only)
+
+    return cupy.from_dlpack(x)
+
+
 def to_jax(x, dtype=None, copy: bool = False):
     """A ``jax.Array`` with ``x``'s values on jax's default device.
 

@@ -1,7 +1,10 @@
 """Compute modes: pytensor's C backend (``COMPUTE=c``) or its JAX mode (``COMPUTE=jax``).
 
 ``COMPUTE=auto`` (the default) picks ``c`` on cpu devices and ``jax`` on cuda
-devices. In JAX mode every compiled function runs under ``jax.jit`` and the
+devices. A rank makes its compute mode the default of the process before it imports
+the model file (:func:`set_default_compute`), so the functions a model compiles itself
+(``pytensor.function`` without a mode: Theano-MPI's ``lib.opt``, Lasagne-style code,
+the WGAN) run in it too. In JAX mode every compiled function runs under ``jax.jit`` and the
 model's shared variables are kept as ``jax.Array`` on the rank's device: pytensor's
 JAX linker passes each shared variable's ``container.storage[0]`` to the jitted
 function and writes the update outputs (jax arrays) back into the same storage, so
@@ -15,6 +18,9 @@ Example
 ('c', 'jax', 'jax')
 >>> pytensor_mode("c") is None
 True
+>>> set_default_compute("c", "cpu0"); default_compute()       # the C backend: nothing changes
+'c'
+>>> set_default_compute("jax", "cuda0")    # doctest: +SKIP
 >>> import pytensor, numpy as np                                   # doctest: +SKIP
 >>> w = pytensor.shared(np.zeros(3, "float32"))                    # doctest: +SKIP
 >>> keep_on_device([w]); type(w.get_value(borrow=True)).__name__   # doctest: +SKIP
@@ -77,6 +83,37 @@ def pytensor_mode(compute: str):
     warnings.filterwarnings("ignore", message="Skipping Assert", category=UserWarning)
     warnings.filterwarnings("ignore", message="Explicitly requested dtype (int|float)64", category=UserWarning)
     return get_mode("JAX")
+
+
+_default = "c"
+
+
+def default_compute() -> str:
+    """This process's default compute mode: 'jax' once :func:`set_default_compute` made it so, else 'c'."""
+    return _default
+
+
+def set_default_compute(compute: str, device: str) -> None:
+    """Make ``compute`` the default of this process: with 'jax', every pytensor function compiled from now on
+    without a mode runs in the JAX mode, and every tensor shared variable created from now on lives on jax's
+    device (:mod:`theanompi.backend.device_shared`). RuntimeError if a cuda ``device``'s jax sees no single GPU.
+
+    Call it before the model file is imported (the rank does, in
+    :func:`theanompi.runtime.model_build.build_model`); a Multiverso-style script calls it itself after
+    pinning its GPU (``CUDA_VISIBLE_DEVICES``).
+    """
+    global _default
+    if compute == "c":
+        return
+    mode = pytensor_mode(compute)  # registers the JAX implementations of our Ops
+    check_jax_device(device)
+    import pytensor  # noqa: PLC0415 - no pytensor at the launcher's import
+
+    from theanompi.backend import device_shared  # noqa: PLC0415 - imports pytensor
+
+    pytensor.config.mode = mode
+    device_shared.install()
+    _default = compute
 
 
 def check_jax_device(device: str) -> str:

@@ -22,9 +22,15 @@ graph being compiled, so the loaded function reads and updates the model's own
 parameters. Only C-backend functions are cached (``mode=None``).
 
 The cache holds pickles and so is trusted like pytensor's compile directory: it
-lives in the user's own cache directory (``THEANOMPI_CACHE_DIR``, created 0700).
-``THEANOMPI_FUNCTION_CACHE=off`` turns it off; an unreadable entry is removed
-and the function compiled again.
+lives in the user's own cache directory (``THEANOMPI_CACHE_DIR``, created 0700),
+used only when that directory and everything in it is the user's and writable by
+nobody else (:func:`theanompi.backend.pytensor_config.cache_root`; else the cache
+is off). An entry is read only if it is a regular file of the user's, and it
+must name the key it was stored under (its first line):
+an entry of another graph, of an older format or damaged is compiled again and
+replaced, with a warning naming it; a directory, FIFO or link in an entry's
+place is left alone and the function compiled without the cache.
+``THEANOMPI_FUNCTION_CACHE=off`` turns it off.
 
 Example
 -------
@@ -47,6 +53,7 @@ import io
 import logging
 import os
 import pickle
+import stat
 import sys
 import types
 from collections.abc import Iterable, Mapping, Sequence
@@ -65,7 +72,8 @@ from pytensor.graph.utils import Scratchpad
 
 from theanompi.backend.march_flags import use_remembered_march_flags
 from theanompi.backend.module_preload import module_dirs, preload_modules
-from theanompi.backend.pytensor_config import default_cache_dir
+from theanompi.backend.pytensor_config import FUNCTION_CACHE_ENV, cache_root
+from theanompi.core.private_paths import make_private_dir, untrusted_entry
 from theanompi.core.safe_io import atomic_write
 
 log = logging.getLogger(__name__)
@@ -81,6 +89,8 @@ MAX_ENTRIES = 200
 MAX_BYTES = 512 * 1024 * 1024
 #: how deep a value inside an op's properties may nest before it counts as indescribable
 MAX_DEPTH = 12
+#: an entry's first line (then its key, then the pickle); another first line is an older format
+ENTRY_MAGIC = b"theanompi function cache 2\n"
 
 
 class Uncacheable(Exception):
@@ -296,13 +306,70 @@ def environment() -> str:
 
 # ----- the store ---------------------------------------------------------------------------------
 def cache_dir() -> Path:
-    """Where the functions are kept: ``<THEANOMPI_CACHE_DIR or ~/.cache/theanompi>/functions``."""
-    return default_cache_dir() / "functions"
+    """Where the functions are kept: ``<THEANOMPI_CACHE_DIR or ~/.cache/theanompi>/functions`` (see
+    :func:`theanompi.backend.pytensor_config.cache_root`)."""
+    return cache_root() / "functions"
 
 
 def is_enabled() -> bool:
-    """False when ``THEANOMPI_FUNCTION_CACHE`` is off/0/false/no."""
-    return os.environ.get("THEANOMPI_FUNCTION_CACHE", "on").strip().lower() not in ("off", "0", "false", "no")
+    """False when ``THEANOMPI_FUNCTION_CACHE`` is off/0/false/no (as it is when the cache directory is refused)."""
+    return os.environ.get(FUNCTION_CACHE_ENV, "on").strip().lower() not in ("off", "0", "false", "no")
+
+
+_SPECIAL_FILES = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket"}
+
+
+class UnusableEntry(Exception):
+    """A cache entry that must not be read (not a regular file, not the user's): compile without the cache."""
+
+
+class StaleEntry(Exception):
+    """A cache entry that is not this key's function (another graph's, an older format, cut short): replace it."""
+
+
+def read_entry(path: Path, name: str) -> bytes | None:
+    r"""The pickle stored for ``name`` in ``path``; None if there is none.
+
+    Raises :class:`UnusableEntry` for anything but a regular file of this user's (opened without following
+    links or waiting on a FIFO), :class:`StaleEntry` when it names another key.
+
+    Example
+    -------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "k.pkl").write_bytes(ENTRY_MAGIC + b"k\n" + b"PICKLE")
+    >>> read_entry(d / "k.pkl", "k"), read_entry(d / "none.pkl", "none")
+    (b'PICKLE', None)
+    >>> read_entry(d / "k.pkl", "other")
+    Traceback (most recent call last):
+    theanompi.backend.function_cache.StaleEntry: it holds the function of another graph (k)
+    >>> os.mkfifo(d / "f.pkl"); read_entry(d / "f.pkl", "f")
+    Traceback (most recent call last):
+    theanompi.backend.function_cache.UnusableEntry: it is a FIFO, not a file
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as err:  # ELOOP: a symbolic link; EISDIR...
+        raise UnusableEntry(f"it cannot be opened as a file ({err.strerror or err})") from None
+    st = os.fstat(fd)
+    # its mode was checked with the whole directory's (cache_root): since then only the user could add to it
+    problem = untrusted_entry(path, st, check_mode=False)
+    if not stat.S_ISREG(st.st_mode):
+        problem = f"it is {_SPECIAL_FILES.get(stat.S_IFMT(st.st_mode), 'a special file')}, not a file"
+    if problem:
+        os.close(fd)
+        raise UnusableEntry(problem)
+    with os.fdopen(fd, "rb") as f:
+        data = f.read()
+    head, _, rest = data.partition(b"\n")
+    if head + b"\n" != ENTRY_MAGIC:
+        raise StaleEntry("it is not an entry of this version")
+    stored, _, blob = rest.partition(b"\n")
+    if stored != name.encode():
+        raise StaleEntry(f"it holds the function of another graph ({stored[:64].decode(errors='replace')})")
+    return blob
 
 
 class _Pickler(pickle.Pickler):
@@ -396,7 +463,8 @@ def _load(blob: bytes, shared: list):
 
 
 def _store(path: Path, maker, shared: list, modules: Sequence[str] = ()) -> None:
-    """Write the maker, if every shared input it has is one of ``shared`` (else it is not the graph we keyed)."""
+    """Write the maker under ``path``'s key (readable by this user only), if every shared input it has is one of
+    ``shared`` (else it is not the graph we keyed)."""
     containers = {id(v.container) for v in shared}
     if any(i.shared and id(i.value) not in containers for i in maker.inputs):
         log.debug("function cache: a shared input outside the signature; not stored")
@@ -406,8 +474,9 @@ def _store(path: Path, maker, shared: list, modules: Sequence[str] = ()) -> None
     except Exception as err:  # RecursionError for a very deep graph, or an object pickle refuses
         log.debug("function cache: cannot pickle the function (%s); not stored", err)
         return
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    atomic_write(path, lambda tmp: tmp.write_bytes(blob))
+    make_private_dir(path.parent)
+    entry = ENTRY_MAGIC + path.stem.encode() + b"\n" + blob
+    atomic_write(path, lambda tmp: tmp.write_bytes(entry), mode=0o600)
     prune(path.parent)
 
 
@@ -426,10 +495,11 @@ def prune(directory: Path, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_
     entries = []
     for path in directory.glob("*.pkl"):
         try:
-            stat = path.stat()
+            st = path.lstat()
         except FileNotFoundError:  # pruned by another rank meanwhile
             continue
-        entries.append((stat.st_mtime, stat.st_size, path))
+        if stat.S_ISREG(st.st_mode):  # anything else is left alone (cached_function does not use it)
+            entries.append((st.st_mtime, st.st_size, path))
     entries.sort(reverse=True)  # newest first
     kept_bytes, removed = 0, []
     for k, (_, size, path) in enumerate(entries):
@@ -461,26 +531,45 @@ def cached_function(inputs: Sequence, outputs, updates=None, mode=None, trust_in
         log.debug("function cache: not cached: %s", why)
         return compile_here()
     path = cache_dir() / f"{key}{'-trusted' if trust_input else ''}.pkl"
-    if path.exists():
-        try:
-            maker, modules = _load(path.read_bytes(), shared)
-            if len(maker.inputs) - sum(1 for i in maker.inputs if i.shared) != len(inputs):
-                raise ValueError("the stored function has other inputs")
-            usable = preload_modules(modules)  # pytensor then skips reading its whole compile directory
-            fn = maker.create()
-            if usable < len(modules):  # a module was removed or replaced: store the ones used now
-                try:
-                    _store(path, fn.maker, shared, module_dirs(fn))
-                except OSError as err:
-                    log.warning("function cache: cannot update %s (%s)", path, err)
-            os.utime(path)  # recently used: kept longest
-            return fn
-        except Exception as err:  # a damaged or stale entry: compile again and replace it
-            log.warning("function cache: cannot use %s (%s); compiling", path.name, err)
-            path.unlink(missing_ok=True)
+    try:
+        fn = _from_cache(path, shared, len(inputs))
+    except UnusableEntry as why:
+        log.warning("function cache: %s is not used (%s); compiling without the cache", path, why)
+        return compile_here()
+    if fn is not None:
+        return fn
     fn = compile_here()
     try:
         _store(path, fn.maker, shared, module_dirs(fn))
     except OSError as err:
         log.warning("function cache: cannot write %s (%s)", path, err)
     return fn
+
+
+def _from_cache(path: Path, shared: list, n_inputs: int):
+    """The function stored in ``path``, bound to ``shared``; None when there is none, or when the entry is stale
+    or damaged (it is replaced then). :class:`UnusableEntry` for an entry that must not be read."""
+    try:
+        blob = read_entry(path, path.stem)
+    except StaleEntry as why:
+        log.warning("function cache: cannot use %s (%s); compiling", path, why)
+        return None
+    if blob is None:
+        return None
+    try:
+        maker, modules = _load(blob, shared)
+        if len(maker.inputs) - sum(1 for i in maker.inputs if i.shared) != n_inputs:
+            raise ValueError("the stored function has other inputs")
+        usable = preload_modules(modules)  # pytensor then skips reading its whole compile directory
+        fn = maker.create()
+        if usable < len(modules):  # a module was removed or replaced: store the ones used now
+            try:
+                _store(path, fn.maker, shared, module_dirs(fn))
+            except OSError as err:
+                log.warning("function cache: cannot update %s (%s)", path, err)
+        os.utime(path)  # recently used: kept longest
+        return fn
+    except Exception as err:  # a damaged entry: compile again and replace it
+        log.warning("function cache: cannot use %s (%s); compiling", path, err)
+        path.unlink(missing_ok=True)
+        return None

@@ -33,7 +33,7 @@ from pathlib import Path
 import pytensor
 from pytensor.link.c.cmodule import GCC_compiler
 
-from theanompi.backend.pytensor_config import default_cache_dir
+from theanompi.backend.pytensor_config import cache_root
 from theanompi.core.safe_io import atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -113,7 +113,7 @@ def use_remembered_march_flags() -> list[str] | None:
     if _applied is not None:
         return _applied
     config = pytensor.config
-    path = flags_file(default_cache_dir(), config.cxx, config.gcc__cxxflags, pytensor.__version__)
+    path = flags_file(cache_root(), config.cxx, config.gcc__cxxflags, pytensor.__version__)
     if path is None:
         return None
     if GCC_compiler.march_flags is None:
@@ -127,7 +127,7 @@ def use_remembered_march_flags() -> list[str] | None:
     if _read_flags(path) != flags:
         try:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            atomic_write_text(path, json.dumps({"flags": flags}))
+            atomic_write_text(path, json.dumps({"flags": flags}), mode=0o600)
         except OSError as err:
             log.warning("march flags: cannot write %s (%s)", path, err)
     _applied = flags

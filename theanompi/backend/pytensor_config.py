@@ -10,7 +10,16 @@ Call :func:`configure_pytensor` *before* ``import pytensor`` in a process. It
   so concurrent ranks share it safely).
 
 The settings travel through a pytensorrc file named by ``PYTENSORRC``; values a
-user sets in ``PYTENSOR_FLAGS`` still win.
+user sets in ``PYTENSOR_FLAGS`` still win. A pytensorrc whose text is not what it
+should be (cut short, edited) is rewritten, with a warning.
+
+The caches (this compile cache, :mod:`theanompi.backend.function_cache`, the
+remembered -march flags) hold code: :func:`cache_root` uses ``THEANOMPI_CACHE_DIR``
+(default ``~/.cache/theanompi``, created 0700) only if it and everything under it
+is the user's and writable by nobody else (:mod:`theanompi.core.private_paths`),
+and it can be written. Otherwise one warning names the path and why, and the
+process (and the ranks it starts) compile with the caches off, in a private
+directory of the system's temporary directory.
 
 ``import theanompi`` runs :func:`ensure_pytensor_configured`, so the import order
 does not matter: when pytensor was imported first (with its own defaults), the
@@ -34,8 +43,10 @@ import hashlib
 import logging
 import os
 import sys
+import tempfile
 from pathlib import Path
 
+from theanompi.core.private_paths import make_private_dir, untrusted_tree
 from theanompi.core.safe_io import atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -48,9 +59,71 @@ BLAS_SYMBOLS = (
 
 
 def default_cache_dir() -> Path:
-    """The compile cache shared by all ranks and runs (``THEANOMPI_CACHE_DIR`` overrides)."""
+    """The cache directory asked for: ``THEANOMPI_CACHE_DIR``, else ``~/.cache/theanompi`` (see :func:`cache_root`)."""
     env = os.environ.get("THEANOMPI_CACHE_DIR")
     return Path(env) if env else Path.home() / ".cache" / "theanompi"
+
+
+#: the environment variable that turns the function cache off (theanompi.backend.function_cache)
+FUNCTION_CACHE_ENV = "THEANOMPI_FUNCTION_CACHE"
+#: roots already checked in this process: asked-for path -> the root in use
+_CHECKED_ROOTS: dict[str, Path] = {}
+
+
+def cache_problem(root: Path) -> str | None:
+    """Why ``root`` cannot hold this user's caches (created 0700 if missing), or None.
+
+    >>> import tempfile
+    >>> cache_problem(Path(tempfile.mkdtemp()) / "cache") is None
+    True
+    >>> cache_problem(Path("/proc/no/cache"))                    # doctest: +ELLIPSIS
+    '/proc/no/cache cannot be created: ...'
+    """
+    try:
+        make_private_dir(root)
+    except OSError as err:
+        return f"{root} cannot be created: {err.strerror or err}"
+    problem = untrusted_tree(root)
+    if problem is None and not os.access(root, os.W_OK | os.X_OK):
+        problem = f"{root} is not writable" + (" (read-only file system)" if _read_only_fs(root) else "")
+    return problem
+
+
+def _read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def fallback_cache_dir() -> Path:
+    """This user's private directory for compiling with the caches off: ``<tmp>/theanompi-cache-UID``, or a fresh
+    one when that is not trustworthy (someone else made it)."""
+    shared = Path(tempfile.gettempdir()) / f"theanompi-cache-{os.geteuid()}"
+    if cache_problem(shared) is None:
+        return shared
+    return Path(tempfile.mkdtemp(prefix="theanompi-cache-"))
+
+
+def cache_root() -> Path:
+    """The cache directory this process uses: :func:`default_cache_dir` when :func:`cache_problem` finds nothing
+    wrong with it; else, after one warning naming the path and why, :func:`fallback_cache_dir` with the function
+    cache turned off -- set in the environment, so that the ranks this process starts do the same."""
+    asked = default_cache_dir()
+    known = _CHECKED_ROOTS.get(str(asked))
+    if known is not None:
+        return known
+    problem = cache_problem(asked)
+    root = asked
+    if problem is not None:
+        root = fallback_cache_dir()
+        os.environ["THEANOMPI_CACHE_DIR"] = str(root)
+        os.environ[FUNCTION_CACHE_ENV] = "off"
+        log.warning("theanompi: the cache %s is not used: %s; compiling with the caches off (in %s)",
+                    asked, problem, root)
+        _CHECKED_ROOTS[str(root)] = root
+    _CHECKED_ROOTS[str(asked)] = root
+    return root
 
 
 def blas_ldflags() -> str:
@@ -251,7 +324,7 @@ def ensure_pytensor_configured(cache_dir: Path | None = None, floatx: str = "flo
         changed.append(name)
     compiledir = config._config_var_dict["compiledir"]
     if not hasattr(compiledir, "val") and not (_user_set(config, "compiledir") or _user_set(config, "base_compiledir")):
-        base = Path(cache_dir or default_cache_dir()) / "pytensor"
+        base = Path(cache_dir or cache_root()) / "pytensor"
         config.compiledir = base / Path(compiledir.default()).name  # same sub-directory name, our shared root
         changed.append("compiledir")
     if changed:
@@ -317,11 +390,21 @@ def _user_set_by_flags(name: str) -> bool:
 
 
 def write_pytensorrc(cache_dir: Path | None = None, floatx: str | None = "float32") -> Path:
-    """Write (once) the pytensorrc of :func:`pytensorrc_text` into the cache directory; return its path."""
-    cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    """Write the pytensorrc of :func:`pytensorrc_text` into the cache directory (:func:`cache_root` by default)
+    unless it is there already, whole; return its path. A file of that name with any other text (cut short,
+    edited) is rewritten, with a warning."""
+    cache_dir = Path(cache_dir) if cache_dir else cache_root()
+    make_private_dir(cache_dir)
     text = pytensorrc_text(cache_dir, floatx)
     rc_path = cache_dir / f"pytensorrc-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
-    if not rc_path.exists():
-        atomic_write_text(rc_path, text)  # concurrent ranks write the same text
+    try:
+        found: str | None = rc_path.read_text(errors="replace")
+    except FileNotFoundError:
+        found = None
+    except OSError as err:  # e.g. a directory in its place
+        found = f"<unreadable: {err.strerror or err}>"
+    if found != text:
+        if found is not None:
+            log.warning("theanompi: %s was damaged (its text is not the settings it holds); rewritten", rc_path)
+        atomic_write_text(rc_path, text, mode=0o600)  # concurrent ranks write the same text
     return rc_path

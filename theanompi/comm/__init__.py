@@ -6,6 +6,7 @@
 * :mod:`~theanompi.comm.param_access` -- reading and writing a model's parameters, whatever holds them;
 * :mod:`~theanompi.comm.fused_params` -- a model's parameters as one contiguous buffer (tensor fusion);
 * :mod:`~theanompi.comm.fault_tolerance` -- carrying on without a lost worker (Open MPI's ULFM).
+* :mod:`~theanompi.comm.mpi_settings` -- Open MPI settings every rank makes before MPI starts.
 
 Imports :mod:`theanompi.core` and :mod:`theanompi.backend`.
 """

@@ -94,22 +94,26 @@ class FusedParams:
         """Whether the buffer is GPU memory (a CuPy array)."""
         return self.xp is not np
 
-    def non_finite(self, flat) -> str | None:
+    def non_finite(self, flat, span: tuple[int, int] | None = None) -> str | None:
         """None if ``flat`` (laid out like the params) is all finite, else the first bad param's name.
 
         One reduction over the buffer on the fast path; the per-param search runs only when the
         sum is not finite (a sum that overflowed on finite values is cleared by that search).
-        ``flat`` may be a NumPy, CuPy or JAX array.
+        ``flat`` may be a NumPy, CuPy or JAX array. ``span=(start, stop)`` checks only ``flat[start:stop]``
+        (one bucket of an overlapped exchange).
         """
         flat = arrays.as_buffer(flat, self.xp)
         if np.dtype(flat.dtype).kind != "f":
             return None
         xp = self.xp
+        start, stop = span if span is not None else (0, self.size)
         with np.errstate(over="ignore", invalid="ignore"):
-            if bool(xp.isfinite(xp.sum(flat))):
+            if bool(xp.isfinite(xp.sum(flat[start:stop]))):
                 return None
-        for i, view in enumerate(self.layout.views(flat)):
-            if not bool(xp.isfinite(view).all()):
+        offsets = self.layout.offsets
+        for i, (lo, hi) in enumerate(zip(offsets, offsets[1:])):
+            lo, hi = max(lo, start), min(hi, stop)
+            if lo < hi and not bool(xp.isfinite(flat[lo:hi]).all()):
                 name = param_name(self.params[i]) or "unnamed"
                 return f"{name!r} (params[{i}])"
         return None
@@ -122,14 +126,22 @@ class FusedParams:
     def stage(self, vector):
         """A writable fused-layout buffer in this buffer's memory holding ``vector`` (e.g. an update vector).
 
-        ``vector`` itself when it already is one (a C-mode gradient: no copy), else its
-        values copied into the reused :attr:`buffer` (from a JAX array: through DLPack on
-        a GPU, a host copy on a CPU jax).
+        ``vector`` itself when it already is one -- a NumPy array for a host buffer (a C-mode gradient, a CPU
+        torch model's flat gradient), a CuPy array for a GPU buffer (a GPU torch model's flat gradient through
+        DLPack): no copy, the exchange sums into the model's own buffer -- else its values copied into the reused
+        :attr:`buffer` (from a JAX array, which must not be written: through DLPack on a GPU, a host copy on a
+        CPU jax).
         """
-        if isinstance(vector, np.ndarray) and self.xp is np and vector.flags.writeable and vector.flags.c_contiguous:
+        if self._is_writable_buffer(vector):
             return vector
         self.buffer[...] = arrays.as_buffer(vector, self.xp)
         return self.buffer
+
+    def _is_writable_buffer(self, vector) -> bool:
+        if self.xp is np:
+            return isinstance(vector, np.ndarray) and vector.flags.writeable and vector.flags.c_contiguous
+        return (arrays.is_cupy(vector) and vector.flags.c_contiguous and vector.dtype == self.dtype
+                and vector.size == self.size)
 
     def write(self, flat, scale: float | None = None) -> None:
         """Set every param from ``flat`` (times ``scale``, fused into the copy); ``flat`` may be reused."""

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from theanompi.core.errors import ConfigError
 
 _DEVICE_RE = re.compile(r"^(cpu|cuda)(\d+)$")
-_HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-_]*$")
+#: what a host name may be (letters, digits, ".", "-", "_")
+HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-_]*$")
 LOCAL_HOSTS = frozenset({"", "localhost", "127.0.0.1"})
 ALLOWED = "cpuN or cudaN (N = 0, 1, ...), optionally prefixed by 'host:'"
 
@@ -60,7 +61,7 @@ def _parse_group(group: str) -> list[Device]:
     if ":" in group:
         host, group = group.split(":", 1)
         host = host.strip()
-        if not _HOST_RE.match(host):
+        if not HOST_RE.match(host):
             raise ConfigError(f"DEVICES: host name {host!r} is malformed")
     tokens = [t.strip() for t in group.split(",")]
     if any(not t for t in tokens):

@@ -19,6 +19,7 @@ theanompi.core.errors.ConfigError: MODELCLASS='M L P' must be a class name
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 from theanompi.core.errors import ConfigError
@@ -43,3 +44,17 @@ def check_worker_loss(rule_name: str, supports_worker_loss: bool, on_worker_loss
     if on_worker_loss == "continue" and not supports_worker_loss:
         raise ConfigError(f"ON_WORKER_LOSS=continue: RULE={rule_name} cannot carry on without a worker "
                           "(EASGD and ASGD can); use ON_WORKER_LOSS=abort")
+
+
+def check_installed(key: str, enabled: bool, package: str) -> None:
+    """An option that is on and needs ``package`` finds it installed (looked for, not imported).
+
+    >>> check_installed("TENSORBOARD", False, "no_such_package_here")
+    >>> check_installed("TENSORBOARD", True, "no_such_package_here")
+    Traceback (most recent call last):
+    ...
+    theanompi.core.errors.ConfigError: TENSORBOARD=true needs the no_such_package_here package, ...
+    """
+    if enabled and importlib.util.find_spec(package) is None:
+        raise ConfigError(f"{key}=true needs the {package} package, which is not installed here "
+                          f"(pip install {package}); or set {key}=false")

@@ -1,11 +1,14 @@
 """Safe file I/O: loading without unpickling arbitrary objects, and writing files readers never see half-written.
 
 hickle stores Python *types* (and unknown objects) as pickles, so a crafted
-``.hkl`` file can run code on ``hickle.load``. :func:`load_hickle` runs hickle
-with a restricted unpickler that resolves only plain containers, numbers,
-strings and numpy arrays/scalars; anything else (``os.system``, a user class,
-...) is refused before it is resolved, with :class:`UnsafeFileError` naming
-the file and the global.
+``.hkl`` file can run code on ``hickle.load``. :func:`load_hickle` reads only
+hickle 4/5 files (hickle reads v3 files with ``dill``), and first reads every
+pickle hickle would unpickle without unpickling it
+(:mod:`theanompi.core.hickle_pickles`): one naming a global beyond plain
+containers, numbers, strings and numpy arrays/scalars (``os.system``, a user
+class, ...) is refused with :class:`UnsafeFileError` naming the file and the
+global, before hickle reads the file. hickle then runs with a restricted
+unpickler that resolves only those globals, too.
 
 Example
 -------
@@ -25,10 +28,11 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import re
 import threading
 import types
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
@@ -137,13 +141,57 @@ def _hickle_uses_restricted_pickle(source: str) -> Iterator[None]:
             hickle.hickle.pickle, hickle.lookup.pickle = saved
 
 
+def _allowed_global(module: str, name: str) -> bool:
+    if (module, name) == ("builtins", "type"):  # type(None): see RestrictedUnpickler.find_class
+        return ("builtins", "NoneType") in SAFE_GLOBALS
+    return (module, name) in SAFE_GLOBALS
+
+
+def check_hickle_pickles(path: Path) -> None:
+    """UnsafeFileError unless ``path`` is a hickle 4/5 file whose every pickle names only allowed globals
+    (nothing is unpickled); ConfigError for a file h5py cannot open."""
+    import h5py  # noqa: PLC0415 - h5py takes ~0.15 s to import: only when a file is read
+
+    from theanompi.core.hickle_pickles import (  # noqa: PLC0415 - imports h5py: only when a file is read
+        UncheckablePickle,
+        hickle_pickles,
+        pickle_globals,
+    )
+
+    try:
+        f = h5py.File(path, "r")
+    except OSError as err:
+        raise ConfigError(f"{path}: not a readable hickle file ({err})") from None
+    with f:
+        if "HICKLE_VERSION" not in f.attrs:
+            if "VERSION" in f.attrs or "CLASS" in f.attrs:
+                raise UnsafeFileError(f"refusing to load {str(path)!r}: it is a hickle v3 file, which hickle reads "
+                                      "with dill, unpickling anything it holds; only hickle 4/5 files are read")
+            raise ConfigError(f"{path}: not a readable hickle file (no HICKLE_VERSION attribute)")
+        try:
+            for where, raw in hickle_pickles(f):
+                for module, name in pickle_globals(raw):
+                    if not _allowed_global(module, name):
+                        raise UnsafeFileError(
+                            f"refusing to unpickle {str(path)!r}: it references the global '{module}.{name}' in "
+                            f"{where} (only containers, numbers, strings and numpy arrays are allowed)")
+        except UncheckablePickle as why:
+            raise UnsafeFileError(f"refusing to load {str(path)!r}: {why}") from None
+        except ConfigError:
+            raise
+        except (KeyError, ValueError, TypeError, OSError) as err:  # h5py on a malformed layout
+            raise ConfigError(f"{path}: not a readable hickle file ({type(err).__name__}: {err})") from None
+
+
 def load_hickle(path: StrPath) -> object:
-    """``hickle.load`` without arbitrary unpickling; ConfigError for a missing, corrupt or unsafe file."""
+    """``hickle.load`` without arbitrary unpickling (:func:`check_hickle_pickles` first); ConfigError for a
+    missing, corrupt or unsafe file."""
     import hickle  # noqa: PLC0415 - hickle loads h5py: only when a file is read
 
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such file")
+    check_hickle_pickles(path)
     try:
         with _hickle_uses_restricted_pickle(str(path)):
             return hickle.load(str(path))
@@ -157,12 +205,14 @@ def load_hickle(path: StrPath) -> object:
         raise ConfigError(f"{path}: not a readable hickle file ({type(err).__name__}: {str(err)[:200]})") from None
 
 
-def atomic_write(path: StrPath, write: Callable[[Path], object]) -> Path:
+def atomic_write(path: StrPath, write: Callable[[Path], object], mode: int | None = None) -> Path:
     """Replace ``path`` by what ``write(tmp)`` writes to a temporary path beside it, then a rename.
 
     Readers see the old file or the new one, never a partial one. The temporary
     name is hidden, unique to this process and keeps ``path``'s suffix (writers
-    such as ``numpy.savez`` add one otherwise); it is removed if ``write`` fails.
+    such as ``numpy.savez`` add one otherwise); it is removed if ``write`` fails
+    (when it can be: the error that stopped the write is the one raised). ``mode``,
+    if given, is the new file's permission bits whatever the umask (e.g. 0o600).
 
     Example
     -------
@@ -174,17 +224,32 @@ def atomic_write(path: StrPath, write: Callable[[Path], object]) -> Path:
     ['a.npz']
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}{path.suffix}")
+    tmp = temporary_path(path)
     try:
         write(tmp)
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        with suppress(OSError):  # e.g. a read-only file system: the write's own error says it
+            tmp.unlink(missing_ok=True)
         raise
     return path
 
 
-def atomic_write_text(path: StrPath, text: str) -> Path:
+def temporary_path(path: StrPath, pid: int | None = None) -> Path:
+    """The temporary file :func:`atomic_write` writes ``path`` to in process ``pid`` (default: this one).
+
+    Example
+    -------
+    >>> temporary_path("ckpt/ckpt-epoch-0003.hkl", pid=42).name
+    '.ckpt-epoch-0003.tmp42.hkl'
+    """
+    path = Path(path)
+    return path.with_name(f".{path.stem}.tmp{os.getpid() if pid is None else pid}{path.suffix}")
+
+
+def atomic_write_text(path: StrPath, text: str, mode: int | None = None) -> Path:
     """Replace ``path``'s contents by ``text`` (see :func:`atomic_write`).
 
     Example
@@ -194,11 +259,45 @@ def atomic_write_text(path: StrPath, text: str) -> Path:
     >>> path.read_text()
     'ckpt-epoch-0003.hkl'
     """
-    return atomic_write(path, lambda tmp: tmp.write_text(text))
+    return atomic_write(path, lambda tmp: tmp.write_text(text), mode=mode)
+
+
+def os_error_code(err: BaseException) -> int | None:
+    """The errno behind an error: an OSError's in its chain, or the ``errno = N`` HDF5 writes into its messages
+    (h5py reports a full disk as a RuntimeError); None if there is none.
+
+    Example
+    -------
+    >>> os_error_code(RuntimeError("Unable to flush file (file write failed: errno = 28, ...)"))
+    28
+    >>> os_error_code(ValueError("no errno here")) is None
+    True
+    """
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.errno:
+            return cause.errno
+        said = re.search(r"\berrno = (\d+)", str(cause))
+        if said and int(said.group(1)):
+            return int(said.group(1))
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def save_hickle_atomically(obj: object, path: StrPath) -> Path:
-    """Write ``obj`` with hickle to ``path`` (never half-written: :func:`atomic_write`)."""
+    """Write ``obj`` with hickle to ``path`` (never half-written: :func:`atomic_write`). A write the system
+    refused (a full disk: h5py says so inside a RuntimeError) raises OSError with that errno, naming ``path``."""
     import hickle  # noqa: PLC0415 - hickle loads h5py: only when a file is read
 
-    return atomic_write(path, lambda tmp: hickle.dump(obj, str(tmp), mode="w"))
+    def write(tmp: Path) -> None:
+        try:
+            hickle.dump(obj, str(tmp), mode="w")
+        except Exception as err:
+            code = os_error_code(err)
+            if code is None:
+                raise
+            raise OSError(code, os.strerror(code), str(path)) from None
+
+    return atomic_write(path, write)

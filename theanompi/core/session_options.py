@@ -56,6 +56,8 @@ HOST_EXCH_STRATEGIES = ("ar", "ar16")
 GPU_EXCH_STRATEGIES = ("nccl32", "nccl16", "cudampi")
 #: ASGD_UPDATER's values (``theanompi.comm.ps.updaters`` implements each)
 UPDATER_NAMES = ("add", "sgd", "momentum", "adagrad")
+#: ASGD_STALENESS's values (``theanompi.comm.ps.staleness`` implements each)
+STALENESS_MODES = ("none", "scale", "compensate")
 
 Options = TypeVar("Options", bound="SessionOptions")
 
@@ -90,6 +92,14 @@ class SessionOptions:
     plots: bool = option("PLOTS", boolean, True,
                          "draw RUN_DIR/curves.png and breakdown.png at the end "
                          "(python -m theanompi.session.recorder RUN_DIR draws them later)")
+    tensorboard: bool = option("TENSORBOARD", boolean, True,
+                               "write TensorBoard event files into RUN_DIR/tensorboard: per epoch, per iteration, "
+                               "the options")
+    tensorboard_every: int = option("TENSORBOARD_EVERY", non_negative_int, 10,
+                                    "iterations between TensorBoard's training-loss points (0: per epoch only)")
+    progress_every: float = option("PROGRESS_EVERY", non_negative_float, 60.0,
+                                   "seconds between progress lines inside an epoch when stdout is not a terminal "
+                                   "(a terminal gets a progress bar; 0: neither)")
     watchdog: float = option("WATCHDOG", non_negative_float, 300.0,
                              "seconds a rank may go without progress in any phase (a step, an exchange, validation, "
                              "a server's loop) before the session is stopped, naming it (0: never)")
@@ -180,6 +190,9 @@ class BSPOptions(SessionOptions):
     exch_strategy: str = option("BSP_EXCH_STRATEGY", choice(*HOST_EXCH_STRATEGIES, *GPU_EXCH_STRATEGIES), "ar",
                                 "how buffers travel (ar: host MPI)")
     avg_freq: int = option("BSP_AVG_FREQ", positive_int, 1, "avg: iterations between parameter averages")
+    bucket_mb: float = option("BSP_BUCKET_MB", non_negative_float, 1.0,
+                              "cdd: megabytes per gradient bucket summed while backward still runs, for models "
+                              "that offer it (PyTorch) on ar, cudampi or nccl32; 0: one allreduce after backward")
 
 
 @dataclass(frozen=True)
@@ -204,7 +217,7 @@ class GOSGDOptions(SessionOptions):
 
 @dataclass(frozen=True)
 class ASGDOptions(SessionOptions):
-    """ASGD's options: the parameter server's mode, shards, exchange frequency and updater."""
+    """ASGD's options: the parameter server's mode, shards, exchange frequency, updater and staleness handling."""
 
     rule: ClassVar[str] = "ASGD"
 
@@ -214,6 +227,11 @@ class ASGDOptions(SessionOptions):
     updater: str = option("ASGD_UPDATER", choice(*UPDATER_NAMES), "add", "how the server applies a pushed delta")
     server_lr: float = option("ASGD_LR", positive_float, 0.05, "learning rate of the sgd/momentum/adagrad updaters")
     server_momentum: float = option("ASGD_MOMENTUM", unit_interval, 0.9, "momentum of the momentum updater")
+    staleness: str = option("ASGD_STALENESS", choice(*STALENESS_MODES), "scale",
+                            "how the server treats a stale push: none (as fresh), scale (divided by its staleness), "
+                            "compensate (DC-ASGD's delay compensation)")
+    dc_lambda: float = option("ASGD_DC_LAMBDA", positive_float, 2.0,
+                              "lambda0 of ASGD_STALENESS=compensate (DC-ASGD-a's variance control)")
 
 
 #: RULE -> the class of its options

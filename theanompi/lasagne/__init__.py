@@ -24,6 +24,19 @@ Example
 ['W', 'W']
 """
 
-from theanompi.lasagne import init, layers, nonlinearities, objectives, random, regularization, updates, utils
+from theanompi.lasagne import (
+    init,
+    layers,
+    nonlinearities,
+    objectives,
+    random,
+    regularization,
+    theano_extensions,
+    updates,
+    utils,
+)
 
-__all__ = ["init", "layers", "nonlinearities", "objectives", "random", "regularization", "updates", "utils"]
+__all__ = [
+    "init", "layers", "nonlinearities", "objectives", "random", "regularization", "theano_extensions", "updates",
+    "utils",
+]

@@ -16,4 +16,4 @@ from theanompi.models.layers.utils import as_expression
 #: Lasagne's name (the expressions are pytensor's).
 as_theano_expression = as_expression
 __all__ = [*_ours, "as_theano_expression", "create_param"]
-__getattr__ = unported_names(__name__, ["collect_shared_vars", "compute_norms", "int_types"])
+__getattr__ = unported_names(__name__, [])

@@ -1,38 +1,76 @@
-"""``tmlauncher``: start a session from a cfg file (flags override cfg values).
+"""``tmlauncher`` (also ``python -m theanompi``): start a session from a cfg file (flags override cfg values).
 
     tmlauncher -cfg=launch_session.cfg
     tmlauncher --config launch_session.cfg --devices cpu0,cpu1,cpu2 --set N_EPOCHS=5
+    tmlauncher -cfg=launch_session.cfg --hostfile hosts.txt --dry-run
 
-Bad input ends with one line ``tmlauncher: error: ...`` and exit code 2 before
-any rank starts; a failed session ends with a line naming the failed rank and
-mpiexec's non-zero exit code.
+Without DEVICES (cfg or ``--devices``) the devices come from ``--hostfile`` or the Slurm or PBS allocation the
+launcher runs in (:mod:`theanompi.launch.allocation`), and the first line says so. Bad input ends with one line
+``tmlauncher: error: ...`` and exit code 2 before any rank starts; a failed session ends with a line naming the
+failed rank and mpiexec's non-zero exit code.
+
+Example
+-------
+>>> build_parser().parse_args(["-cfg=s.cfg", "--hostfile", "hosts", "--dry-run"]).dry_run
+True
+>>> devices_from_allocation({"DEVICES": "cpu0"}, None, {"PBS_NODEFILE": "/nodes"})
+'devices from DEVICES (the PBS allocation is not used)'
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
+from collections.abc import Mapping
 
 from theanompi.core.errors import ConfigError
+from theanompi.core.version import VERSION
+from theanompi.launch.allocation import allocation_source, read_allocation
 from theanompi.launch.cfg import read_cfg_file, session_request
+from theanompi.launch.dry_run import describe_launch
 from theanompi.launch.handles import Session
 from theanompi.launch.mpiexec import raise_interrupted
-from theanompi.launch.plan import plan_session
+from theanompi.launch.plan import plan_session, session_argv
 
 log = logging.getLogger("theanompi")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tmlauncher", description="Launch a theanompi training session.")
+    parser.add_argument("--version", action="version", version=f"tmlauncher (theanompi) {VERSION}")
     parser.add_argument("-cfg", "--config", required=True, metavar="FILE", help="session cfg file (KEY=VALUE lines)")
     parser.add_argument("--rule", help="override RULE")
     parser.add_argument("--modelfile", help="override MODELFILE")
     parser.add_argument("--modelclass", help="override MODELCLASS")
     parser.add_argument("--devices", help="override DEVICES, e.g. cpu0,cpu1")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override any cfg key")
+    parser.add_argument("--hostfile", metavar="FILE",
+                        help="Open MPI hostfile (HOST slots=N lines): one cpu worker per slot, where DEVICES is not "
+                             "given (inside a Slurm or PBS allocation the allocation is read without it)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="check and plan the session, print the mpiexec command line and each rank's "
+                             "environment, start nothing")
     return parser
+
+
+def devices_from_allocation(raw: dict[str, str], hostfile: str | None, environ: Mapping[str, str]) -> str | None:
+    """Fill in DEVICES from ``--hostfile`` or the batch job's allocation where the cfg and flags left it out; return
+    the line that says where the devices come from (None when there is no allocation and no hostfile)."""
+    source = allocation_source(environ, hostfile)
+    if source is None:
+        if not raw.get("DEVICES"):
+            raise ConfigError("cfg: required key DEVICES is missing: give DEVICES (or --devices), a --hostfile, "
+                              "or launch inside a Slurm or PBS allocation")
+        return None
+    if raw.get("DEVICES"):
+        return f"devices from DEVICES ({source} is not used)"
+    allocation = read_allocation(environ, hostfile)
+    assert allocation is not None  # there is a source
+    raw["DEVICES"] = allocation.devices
+    return f"devices from {allocation.source}: {allocation.devices}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,8 +89,14 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"--set {item!r} is not KEY=VALUE")
             key, value = item.split("=", 1)
             raw[key.strip().upper()] = value.strip()
+        said = devices_from_allocation(raw, args.hostfile, os.environ)
+        if said:
+            log.info("%s", said)
         request = session_request(raw)
         spec, ranks = plan_session(request)
+        if args.dry_run:
+            sys.stdout.write("".join(f"{line}\n" for line in describe_launch(spec, ranks, session_argv(spec, ranks))))
+            return 0
         signal.signal(signal.SIGTERM, raise_interrupted)  # a killed launcher still stops every rank
         session = Session(request.rule).start(spec, ranks)
     except ConfigError as err:

@@ -37,8 +37,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from theanompi import rules
-from theanompi.launch.mpiexec import MpiexecRun
-from theanompi.launch.plan import SessionRequest, plan_session, start_session
+from theanompi.launch.plan import SessionRequest, SessionRun, plan_session, start_session
 from theanompi.rules.base import Rule
 from theanompi.session.spec import RankSpec, SessionSpec
 
@@ -58,7 +57,7 @@ class Session:
             raise TypeError("Session() needs a rule, e.g. Session(theanompi.rules.BSP) or theanompi.BSP()")
         self._rule: type[Rule] = rule
         self.spec: SessionSpec | None = None
-        self.run: MpiexecRun | None = None
+        self.run: SessionRun | None = None
 
     @property
     def _name(self) -> str:

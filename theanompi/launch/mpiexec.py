@@ -36,6 +36,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from theanompi.core.errors import ConfigError
+from theanompi.runtime.epoch_progress import BAR_ENV
 from theanompi.session.rank_status import lost_ranks, read_failures
 from theanompi.session.remote import RemoteRanks, remote_spec_options
 from theanompi.session.spec import RankSpec
@@ -74,13 +75,25 @@ def find_mpiexec() -> str:
     return found
 
 
+def terminal_columns() -> int:
+    """The width of the terminal this process's stdout is (80 when it does not say; 0 when stdout is not a
+    terminal: a log file, a pipe)."""
+    try:
+        return (os.get_terminal_size(sys.stdout.fileno()).columns or 80) if sys.stdout.isatty() else 0
+    except (AttributeError, OSError, ValueError):  # a replaced sys.stdout (a notebook), or a closed one
+        return 0
+
+
 def mpiexec_command(ranks: list[RankSpec], spec_path: str, bind: str, mpiexec: str | None = None,
                     python: str | None = None, cpu_count: int | None = None, threads: int = 0,
-                    fault_tolerant: bool = False) -> list[str]:
+                    fault_tolerant: bool = False, progress_columns: int = 0) -> list[str]:
     """argv that starts one ``python -m theanompi.rules.rank_main SPEC`` per rank (``threads`` 0: cores / local ranks).
 
     ``fault_tolerant`` runs the job under Open MPI's ULFM (``--with-ft ulfm``): a dead
     rank no longer ends the job, the survivors see MPI_ERR_PROC_FAILED instead.
+    ``progress_columns`` > 0 (the launcher's stdout is a terminal that wide) gives the ranks
+    :data:`~theanompi.runtime.epoch_progress.BAR_ENV` (rank 0 then draws a progress bar) and forwards their output
+    as it comes (``--output :raw``), not line by line, so that the bar moves.
     """
     mpiexec = mpiexec or find_mpiexec()
     python = python or sys.executable
@@ -88,15 +101,19 @@ def mpiexec_command(ranks: list[RankSpec], spec_path: str, bind: str, mpiexec: s
     n_local = sum(1 for r in ranks if r.device.is_local)
     threads = threads or max(1, cores // max(1, n_local))
     oversubscribed = n_local > cores
-    if oversubscribed and bind != "none":
+    if oversubscribed:
         # Open MPI 5 cannot bind an oversubscribed MPMD job ("no available cpus").
-        log.warning("BIND=%s ignored: %d local ranks on %d cores; ranks run unbound", bind, n_local, cores)
+        ignored = f"; BIND={bind} ignored (ranks run unbound)" if bind != "none" else ""
+        log.warning("%d ranks on this host's %d cores: they take turns on the cores, each slower than alone%s",
+                    n_local, cores, ignored)
         bind = "none"
     argv = [mpiexec, "--bind-to", bind]
     if fault_tolerant:
         argv += ["--with-ft", "ulfm"]
     if oversubscribed:
         argv.append("--oversubscribe")
+    if progress_columns:
+        argv += ["--output", ":raw"]
     forwarded = [name for name in FORWARDED_ENV if name in os.environ]
     slots = Counter(r.device.host for r in ranks if not r.device.is_local)  # ranks per other host
     here = f"{socket.gethostname()}:{n_local}"  # with other hosts, local ranks must be placed here explicitly
@@ -111,6 +128,8 @@ def mpiexec_command(ranks: list[RankSpec], spec_path: str, bind: str, mpiexec: s
         elif slots:
             argv += ["--host", here]
         env = {"OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads)}
+        if progress_columns:
+            env[BAR_ENV] = str(progress_columns)
         if rank.device.is_cuda:
             env["CUDA_VISIBLE_DEVICES"] = str(rank.device.index)
             # JAX would otherwise grab 75 % of the GPU at start-up: allocate on demand and leave

@@ -2,6 +2,12 @@
 (:func:`plan_session`, nothing started), then claim the run directory and start mpiexec
 (:func:`start_session`). ``BSP().init(...)`` and ``tmlauncher`` are these two steps.
 
+A fresh session sets aside the records an earlier one left in its RUN_DIR (and the
+checkpoints in the CHECKPOINT_DIR it writes); a resumed one continues them
+(:mod:`theanompi.session.run_records`). A session resumed from a checkpoint that
+already holds all N_EPOCHS starts no rank: one line says so, and the checkpoint's
+model is written as the final model (:class:`TrainedAtLaunch`).
+
 Example
 -------
 >>> from theanompi.rules import BSP
@@ -15,6 +21,7 @@ Example
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -22,21 +29,24 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from theanompi.backend.compute import check_compute
 from theanompi.backend.pytensor_config import configure_pytensor
 from theanompi.core.devices import check_local_devices, parse_devices
 from theanompi.core.errors import ConfigError
-from theanompi.core.option_checks import check_model_reference, check_worker_loss
+from theanompi.core.option_checks import check_installed, check_model_reference, check_worker_loss
 from theanompi.core.options import parse_model_options
+from theanompi.core.safe_io import atomic_write_text
 from theanompi.core.session_options import SessionOptions
-from theanompi.launch.mpiexec import MpiexecRun, mpiexec_command
+from theanompi.launch.mpiexec import MpiexecRun, mpiexec_command, terminal_columns
 from theanompi.models.contract import check_model_class
 from theanompi.models.loader import load_model_class
 from theanompi.rules.base import Rule
-from theanompi.session.checkpoint import load_newest_intact
-from theanompi.session.run_dir import check_writable_dir, claim_run_dir
+from theanompi.runtime.records import save_final_arrays
+from theanompi.session.checkpoint import final_params, load_checkpoint, load_newest_intact, nothing_to_train
+from theanompi.session.run_dir import RunDirClaim, claim_run_dir
+from theanompi.session.run_records import set_aside_checkpoints, set_aside_records, trim_records
 from theanompi.session.spec import RankSpec, SessionSpec
 
 log = logging.getLogger(__name__)
@@ -77,6 +87,7 @@ def plan_session(request: SessionRequest) -> tuple[SessionSpec, list[RankSpec]]:
     options = request.options
     rule.check_options(devices, options)
     check_worker_loss(rule.name, rule.supports_worker_loss, options.on_worker_loss)
+    check_installed("TENSORBOARD", options.tensorboard, "tensorboard")
     check_local_devices(devices)
     check_compute(devices, options.compute)  # cuda devices compute through JAX
     check_model_reference(request.modelfile, request.modelclass)
@@ -91,11 +102,12 @@ def plan_session(request: SessionRequest) -> tuple[SessionSpec, list[RankSpec]]:
     options, notes = rule.adapt_to_model(model_cls, options, request.given)
     notes = notes + data_notes
     ranks = rule.launch_ranks(devices, options)
-    options = resolve_paths(rule.name, options, cwd)
+    options, resume_point = resolve_paths(rule.name, options, cwd)
     spec = SessionSpec(
         rule=rule.name, devices=[str(d) for d in devices], modelfile=request.modelfile,
         modelclass=request.modelclass, options=options, model_options=model_options,
         ranks=[{"role": r.role, "device": str(r.device)} for r in ranks], cwd=cwd, notes=notes,
+        resume_point=resume_point,
     )
     return spec, ranks
 
@@ -130,44 +142,141 @@ def resolve_data_dir(model_cls: type, model_options: dict[str, Any],
     return {**model_options, "data_dir": value}, [f"{DATA_DIR_ENV}={value} from the environment"]
 
 
-def resolve_paths(rule_name: str, options: SessionOptions, cwd: str) -> SessionOptions:
+def resolve_paths(rule_name: str, options: SessionOptions, cwd: str) -> tuple[SessionOptions, dict[str, int] | None]:
     """RUN_DIR, CHECKPOINT_DIR and RESUME as absolute paths (RUN_DIR defaults to ``runs/RULE-TIME-PID``, the
     checkpoints to ``RUN_DIR/checkpoints``); RESUME pre-loaded, refusing unsafe or foreign files before any rank
-    starts and skipping a damaged newest one."""
+    starts and skipping a damaged newest one. Returns the options and, with RESUME, the epoch and iteration its
+    checkpoint was taken at (``SessionSpec.resume_point``)."""
     run_dir = options.run_dir
     if run_dir is None:
         run_dir = os.path.join("runs", f"{rule_name.lower()}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
     run_dir = os.path.join(cwd, run_dir)
     checkpoint_dir = os.path.join(cwd, options.checkpoint_dir or os.path.join(run_dir, "checkpoints"))
-    resume = options.resume
+    resume, resume_point = options.resume, None
     if resume:
         path, payload = load_newest_intact(os.path.join(cwd, resume))
         if payload["rule"] != rule_name:
             raise ConfigError(f"RESUME={str(path)!r} is a {payload['rule']} checkpoint, not {rule_name}")
         resume = str(path)
-    return options.replace(run_dir=run_dir, checkpoint_dir=checkpoint_dir, resume=resume)
+        resume_point = {"epoch": int(payload["epoch"]), "iteration": int(payload["iteration"])}
+    return options.replace(run_dir=run_dir, checkpoint_dir=checkpoint_dir, resume=resume), resume_point
 
 
-def start_session(spec: SessionSpec, ranks: list[RankSpec]) -> MpiexecRun:
-    """Claim the run directory (one session at a time, stale rank status cleared), write the spec
-    into it and start mpiexec. ConfigError if the directory is busy or a path is not writable."""
+class SessionRun(Protocol):
+    """A started session as the handles and ``tmlauncher`` see it (:class:`MpiexecRun`, :class:`TrainedAtLaunch`)."""
+
+    code: int | None
+    failure: str | None
+    lost: list[str]
+
+    def wait(self) -> int: ...
+
+    def remote_ends(self) -> list[str]: ...
+
+
+class TrainedAtLaunch:
+    """A resumed session whose checkpoint already holds every epoch: nothing ran, and :meth:`wait` is 0 at once.
+
+    Example
+    -------
+    >>> TrainedAtLaunch().wait(), TrainedAtLaunch().remote_ends()
+    (0, [])
+    """
+
+    def __init__(self) -> None:
+        self.code: int | None = 0
+        self.failure: str | None = None
+        self.lost: list[str] = []
+
+    def wait(self) -> int:
+        return 0
+
+    def remote_ends(self) -> list[str]:
+        return []
+
+
+def trained_already(spec: SessionSpec) -> bool:
+    """Whether RESUME's checkpoint already completed N_EPOCHS (known at launch only when N_EPOCHS is given:
+    otherwise the model's ``n_epochs`` decides, on the ranks)."""
+    point, n_epochs = spec.resume_point, spec.options.n_epochs
+    return point is not None and n_epochs is not None and point["epoch"] + 1 >= n_epochs
+
+
+def _write_checkpoint_as_final_model(spec: SessionSpec) -> Path:
+    """RUN_DIR/final_params.npz and summary.json of a session with nothing to train, from its checkpoint."""
+    resume = str(spec.options.resume)
+    payload = load_checkpoint(resume)
+    path = save_final_arrays(final_params(payload), spec.run_dir)
+    summary = {"rule": spec.rule, "epochs": 0, "checkpoint_epochs": int(payload["epoch"]) + 1,
+               "n_epochs": spec.options.n_epochs, "resumed_from": resume, "final_params": str(path),
+               "iterations": int(payload["iteration"]), "final_val_accuracy": None}
+    atomic_write_text(Path(spec.run_dir) / "summary.json", json.dumps(summary, indent=2))
+    return path
+
+
+def _prepare_records(spec: SessionSpec) -> None:
+    """A fresh session sets aside an earlier session's records (and the checkpoints where it writes its own); a
+    resumed one drops the records past its checkpoint and appends."""
+    options, run_dir = spec.options, Path(spec.run_dir)
+    if spec.resume_point is not None:
+        trim_records(run_dir, spec.resume_point["epoch"], spec.resume_point["iteration"])
+        return
+    moved = set_aside_records(run_dir)
+    if moved is not None:
+        log.info("RUN_DIR held the records of an earlier session: moved to %s", moved)
+    if options.checkpoint_every and options.checkpoint_dir:
+        moved = set_aside_checkpoints(Path(options.checkpoint_dir))
+        if moved is not None:
+            log.info("CHECKPOINT_DIR held the checkpoints of an earlier session: moved to %s", moved)
+
+
+def session_argv(spec: SessionSpec, ranks: list[RankSpec]) -> list[str]:
+    """The mpiexec command line of a planned session: what :func:`start_session` runs and ``tmlauncher --dry-run``
+    prints. Where this process's stdout is a terminal, rank 0 draws a progress bar that wide (PROGRESS_EVERY > 0)."""
+    options = spec.options
+    return mpiexec_command(ranks, str(spec.run_dir / "session.json"), bind=options.bind, threads=options.threads,
+                           fault_tolerant=options.on_worker_loss == "continue",
+                           progress_columns=terminal_columns() if options.progress_every else 0)
+
+
+def start_session(spec: SessionSpec, ranks: list[RankSpec]) -> SessionRun:
+    """Claim the run directory (one session at a time, stale rank status cleared) and the checkpoint directory
+    it writes, prepare the records (:func:`_prepare_records`), write the spec into it and start mpiexec.
+    ConfigError if a directory is busy or a path is not writable. A resumed session with nothing left to
+    train (:func:`trained_already`) writes its checkpoint's model as the final one instead."""
     run_dir = Path(spec.run_dir)
-    claim = claim_run_dir(run_dir)
+    options = spec.options
+    writes = Path(options.checkpoint_dir) if options.checkpoint_every and options.checkpoint_dir else None
+    claim = claim_run_dir(run_dir, checkpoint_dir=writes)
     try:
-        options = spec.options
-        if options.checkpoint_every and options.checkpoint_dir:
-            check_writable_dir("CHECKPOINT_DIR", Path(options.checkpoint_dir))
+        _prepare_records(spec)
+        if trained_already(spec):
+            return _finish_at_launch(spec, claim)
         spec_path = run_dir / "session.json"
         try:
             spec.save(spec_path)
         except OSError as err:
             raise ConfigError(f"RUN_DIR={str(run_dir)!r}: {spec_path.name} cannot be written: "
                               f"{err.strerror or err}") from None
-        argv = mpiexec_command(ranks, str(spec_path), bind=options.bind, threads=options.threads,
-                               fault_tolerant=options.on_worker_loss == "continue")
+        argv = session_argv(spec, ranks)
         notes = "".join(f"; {note}" for note in spec.notes)
         log.info("starting %d ranks: %s%s", len(ranks), ", ".join(str(r.device) for r in ranks), notes)
         return MpiexecRun(argv, run_dir, ranks, claim=claim)
     except BaseException:
         claim.release()
         raise
+
+
+def _finish_at_launch(spec: SessionSpec, claim: RunDirClaim) -> TrainedAtLaunch:
+    """Write the checkpoint's model as the final one, say so in one line, let the directories go."""
+    assert spec.resume_point is not None and spec.options.n_epochs is not None
+    try:
+        path = _write_checkpoint_as_final_model(spec)
+    except OSError as err:
+        raise ConfigError(f"RUN_DIR={str(spec.run_dir)!r}: the final model cannot be written: "
+                          f"{err.strerror or err}") from None
+    finally:
+        claim.release()
+    log.info("%s (%s)", nothing_to_train(str(spec.options.resume), spec.resume_point["epoch"] + 1,
+                                         spec.options.n_epochs), path)
+    return TrainedAtLaunch()

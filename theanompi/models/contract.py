@@ -28,6 +28,11 @@ A ModelClass is constructed as ``ModelClass(config)`` (a :class:`WorkerConfig`) 
 * ``sync_state(comm)`` (optional): called on every worker at each epoch end, before
   validation, with the workers' communicator: pool non-exchanged state such as
   batch-norm running statistics.
+* ``attach_reducer(reducer)`` (optional, ``cdd``): BSP's exchange overlapped with backward. Bind the
+  :class:`~theanompi.comm.exchange.overlap.OverlappedAllreduce` to the update vector (``reducer.bind(vector)``:
+  the same writable buffer ``train_iter`` returns every step) and, in every ``train_iter``, call
+  ``reducer.ready(i)`` once for each param ``i`` as soon as its slice of the vector is final (autograd hooks);
+  BSP then waits with ``reducer.finish()`` instead of exchanging the returned vector.
 
 Training and validation loss/error are reported with ``recorder.record_train(loss,
 error, n)`` and ``recorder.record_val(loss, error, n)``.

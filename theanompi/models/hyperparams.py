@@ -19,6 +19,7 @@ theanompi.core.errors.ConfigError: ClassifierHyperParams: model option momentum=
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -35,15 +36,17 @@ def _positive_int(v):
 
 
 def _non_negative(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+    """A finite number >= 0 (``inf`` and ``1e400``, which is read as ``inf``, are not: like NaN, they would train
+    into NaN)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
 
 
 CHECKS = {
     "batch_size": predicate_parser(_positive_int, "an integer >= 1"),
     "n_epochs": predicate_parser(_positive_int, "an integer >= 1"),
-    "lr": predicate_parser(lambda v: _non_negative(v) and v > 0, "a number > 0"),
+    "lr": predicate_parser(lambda v: _non_negative(v) and v > 0, "a finite number > 0"),
     "momentum": predicate_parser(lambda v: _non_negative(v) and v < 1, "a number in [0, 1)"),
-    "weight_decay": predicate_parser(_non_negative, "a number >= 0"),
+    "weight_decay": predicate_parser(_non_negative, "a finite number >= 0"),
 }
 
 

@@ -12,7 +12,10 @@ contract to every rule and keeps Theano-MPI's loop semantics:
   the last training call of an epoch, ``reset_iter('val')`` after validation.
 * **BSP cdd**: ``theanompi.lib.opt.pre_model_iter_fn`` splits the step; the
   workers' ``vels`` are summed into ``vels2`` (one allreduce of a fused buffer
-  laid out like ``params``; batch-norm parameters are stepped locally).
+  laid out like ``params``; batch-norm parameters are stepped locally). In JAX
+  mode (a cuda rank, or ``COMPUTE=jax``) the ``vels`` are packed and the sum
+  unpacked into ``vels2`` by jitted functions on the device: nothing of the step
+  goes through the host (:class:`DeviceVels`).
 * **LR_SCALING=linear**: ``scale_lr(size)`` once, or ``shared_lr`` multiplied by
   ``size**(epoch/WARMUP_EPOCHS)`` step by step while warming up (as Theano-MPI's
   BSP worker ramped it).
@@ -38,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from theanompi.backend import arrays
 from theanompi.comm.fused_params import FlatLayout, assign
 from theanompi.core.errors import ConfigError, ContractError
 from theanompi.core.session_options import SessionOptions
@@ -98,6 +102,52 @@ class SubBatchData:
         return getattr(self._data, name)
 
 
+class DeviceVels:
+    """The ``vels`` packed into one update vector, and a sum unpacked into ``vels2``, as jax arrays on the device.
+
+    ``slots`` are ``(param index, vel, vel2)``; the vector is laid out like all the params, zeros where a
+    param's slot is missing (batch-norm parameters stepped locally). Both are ``jax.jit`` functions of static
+    shapes: no host transfer, one dispatch each.
+
+    Example
+    -------
+    >>> import pytensor
+    >>> v = pytensor.shared(np.ones(2, "float32")); v2 = pytensor.shared(np.zeros(2, "float32"))
+    >>> vels = DeviceVels(FlatLayout([(3,), (2,)]), [(1, v, v2)], "float32")
+    >>> vels.pack().tolist()                            # param 0 has no vel: zeros
+    [0.0, 0.0, 0.0, 1.0, 1.0]
+    >>> vels.unpack_into_vels2(np.arange(5, dtype="float32")); v2.get_value().tolist()
+    [3.0, 4.0]
+    """
+
+    def __init__(self, layout: FlatLayout, slots: list[tuple[int, Any, Any]], dtype) -> None:
+        import jax  # noqa: PLC0415 - JAX mode only
+        import jax.numpy as jnp  # noqa: PLC0415 - JAX mode only
+
+        self.slots = slots
+        self.dtype = np.dtype(dtype)
+        owner = {i: k for k, (i, _, _) in enumerate(slots)}
+
+        def pack(*vels):
+            return jnp.concatenate([vels[owner[i]].reshape(-1).astype(self.dtype) if i in owner
+                                    else jnp.zeros(layout.sizes[i], self.dtype) for i in range(len(layout.sizes))])
+
+        def unpack(total):
+            return [total[layout.offsets[i]:layout.offsets[i + 1]].reshape(layout.shapes[i]) for i, _, _ in slots]
+
+        self._pack, self._unpack = jax.jit(pack), jax.jit(unpack)
+
+    def pack(self):
+        return self._pack(*(vel.get_value(borrow=True) for _, vel, _ in self.slots))
+
+    def unpack_into_vels2(self, vector_sum) -> None:
+        """``vector_sum`` (NumPy, CuPy through DLPack, or jax) split into the ``vels2`` storages."""
+        parts = self._unpack(arrays.to_jax(vector_sum, dtype=self.dtype))
+        for (_, _, vel2), part in zip(self.slots, parts):
+            storage = vel2.get_value(borrow=True)
+            vel2.container.storage[0] = part if part.dtype == storage.dtype else part.astype(storage.dtype)
+
+
 class TheanoMPIModel:
     """theanompi's contract around a model written for Theano-MPI (see the module doc).
 
@@ -114,6 +164,7 @@ class TheanoMPIModel:
         self.sync_type: str | None = None
         self._layout: FlatLayout | None = None
         self._vel_slots: list[tuple[int, Any, Any]] = []  # (param index, vel, vel2)
+        self._device_vels: DeviceVels | None = None  # JAX mode: the vels never leave the device
         self._recorder = None
         self._lr_multiplier = 1.0
         self._epochs_started = 0
@@ -184,6 +235,8 @@ class TheanoMPIModel:
             if id(owner) not in index:
                 raise ContractError(f"ModelClass {self.name!r}: vels_params holds a variable that is not in params")
             self._vel_slots.append((index[id(owner)], vel, vel2))
+        if arrays.is_jax(vels[0].get_value(borrow=True)):
+            self._device_vels = DeviceVels(self._layout, self._vel_slots, self.model.params[0].dtype)
 
     # ----- one step -----------------------------------------------------------------------
     def _remember(self, recorder) -> None:
@@ -205,7 +258,9 @@ class TheanoMPIModel:
             return self._vels_vector()
         return None
 
-    def _vels_vector(self) -> np.ndarray:
+    def _vels_vector(self):
+        if self._device_vels is not None:
+            return self._device_vels.pack()
         layout = self._layout
         assert layout is not None, "compile_iter_fns('cdd') lays the vector out"
         vector = np.zeros(layout.total, dtype=self.model.params[0].dtype)
@@ -215,9 +270,12 @@ class TheanoMPIModel:
 
     def apply_update(self, vector_sum) -> None:
         """Store the workers' summed ``vels`` in ``vels2``; the model's next step applies them."""
+        if self._device_vels is not None:
+            self._device_vels.unpack_into_vels2(vector_sum)
+            return
         layout = self._layout
         assert layout is not None, "compile_iter_fns('cdd') lays the vector out"
-        total = np.asarray(vector_sum)
+        total = arrays.to_host(vector_sum)
         for i, _, vel2 in self._vel_slots:
             part = total[layout.offsets[i]:layout.offsets[i + 1]].reshape(layout.shapes[i])
             assign(vel2, part.astype(vel2.get_value(borrow=True).dtype, copy=False))

@@ -12,7 +12,14 @@ dimensions, under every rule:
   flat gradient -- the params' ``.grad`` tensors are views of one flat buffer,
   so backward writes the fused update vector in place and the rule allreduces
   it without a copy; :meth:`apply_update` applies the mean of the workers' sum.
+  With :meth:`attach_reducer` (BSP does it unless ``BSP_BUCKET_MB=0``) the sum
+  overlaps backward: each param's autograd hook (``register_post_accumulate_grad_hook``)
+  reports its gradient final, and a bucket of params' slice of the buffer starts its
+  allreduce as soon as the bucket is complete (:mod:`theanompi.comm.exchange.overlap`).
 * every other rule: :meth:`train_iter` steps locally.
+
+Weight decay is added by the same hook, to each gradient backward produced (a
+param the loss does not reach gets neither, as with ``torch.optim.SGD``).
 
 ``params`` are the module's trainable ``nn.Parameter`` s (each named by its
 ``named_parameters`` name in ``param_name``), ``state_vars`` the learning rate
@@ -21,9 +28,12 @@ and NaN checks read and write them in place through :mod:`theanompi.comm.param_a
 ``config.seed`` seeds torch before :meth:`build_network`, so every rank builds
 the same initial weights. Each rank's torch intra-op pool gets THREADS_PER_WORKER
 threads (the launcher resolves 0 to cores / local ranks and passes it to the rank
-as ``OMP_NUM_THREADS``). A ``cudaN`` device puts the module on the rank's GPU;
-its tensors reach CuPy/NCCL through DLPack (written for, not run on, this CPU-only
-project machine).
+as ``OMP_NUM_THREADS``). A ``cudaN`` device puts the module, its flat gradient
+buffer and the momenta on the rank's GPU; BSP ``cdd`` then exchanges the flat
+gradient in place: :meth:`update_vector` is a CuPy view of it (DLPack, no copy),
+NCCL or CUDA-aware MPI sums into it, and :meth:`apply_update` reads the sum back
+as a torch tensor (DLPack again). On a CPU the same hand-over goes through NumPy
+views (the path the tests run here; the GPU one has not run on a GPU yet).
 
 MODEL_* options: ``batch_size``, ``lr``, ``momentum``, ``weight_decay``, ``n_epochs``
 (ClassifierModel's defaults and checks, from
@@ -84,6 +94,20 @@ def torch_device(device: str) -> torch.device:
 class TorchClassifierModel(ClassifierHyperParams):
     """Base ModelClass for ``torch.nn.Module`` classifiers trained with momentum SGD on a ShardedArrayData."""
 
+    @classmethod
+    def _checked_network(cls, network: object) -> torch.nn.Module:
+        """``network`` if :meth:`build_network` returned a ``torch.nn.Module``, else ContractError saying what.
+
+        >>> TorchClassifierModel._checked_network([torch.nn.Linear(2, 2)])
+        Traceback (most recent call last):
+        ...
+        theanompi.core.errors.ContractError: TorchClassifierModel.build_network must return a torch.nn.Module ...
+        """
+        if isinstance(network, torch.nn.Module):
+            return network
+        raise ContractError(f"{cls.__name__}.build_network must return a torch.nn.Module mapping a batch to logits, "
+                            f"not a {type(network).__name__} (wrap layers in torch.nn.Sequential(...))")
+
     # ----- construction ---------------------------------------------------------------
     def __init__(self, config):
         self.config = config
@@ -93,7 +117,7 @@ class TorchClassifierModel(ClassifierHyperParams):
         self.device = torch_device(config.device)
         self.data = self.build_data()
         torch.manual_seed(config.seed)  # the same initial weights on every rank
-        self.network = self.build_network().to(self.device)
+        self.network = self._checked_network(self.build_network()).to(self.device)
         named = [(name, p) for name, p in self.network.named_parameters() if p.requires_grad]
         for name, p in named:
             p.param_name = name
@@ -106,6 +130,8 @@ class TorchClassifierModel(ClassifierHyperParams):
         self.decayed = [i for i, p in enumerate(self.params) if p.dim() > 1]  # weight decay: weights, not biases
         self.sync_type = None
         self.flat_grad = None
+        self._grad_hooks = []  # the params' autograd hooks (compile_iter_fns registers them)
+        self._reducer = None  # BSP cdd's overlapped exchange, once attach_reducer gave it one
         self._epoch = 0
         self._warmup_this_epoch = False
 
@@ -141,10 +167,48 @@ class TorchClassifierModel(ClassifierHyperParams):
             p.grad = self.flat_grad[start:start + p.numel()].view_as(p)
             self._grad_ptrs.append(p.grad.data_ptr())
             start += p.numel()
+        for handle in self._grad_hooks:
+            handle.remove()
+        self._grad_hooks = [p.register_post_accumulate_grad_hook(self._gradient_final_hook(i))
+                            for i, p in enumerate(self.params)]
+
+    def _gradient_final_hook(self, i: int):
+        """The autograd hook run once backward has accumulated params[``i``]'s gradient: add its weight decay, then
+        tell the overlapped exchange (if any) that this slice of the update vector is final."""
+        decay = self.hp["weight_decay"] if i in self.decayed else 0.0
+
+        def gradient_final(param: torch.Tensor) -> None:
+            grad = param.grad
+            if grad is None or grad.data_ptr() != self._grad_ptrs[i]:
+                raise self._replaced_grad_error()
+            if decay:
+                with torch.no_grad():
+                    grad.add_(param, alpha=decay)
+            if self._reducer is not None:
+                self._reducer.ready(i)
+
+        return gradient_final
+
+    def _replaced_grad_error(self) -> RuntimeError:
+        return RuntimeError(f"{type(self).__name__}: a param's .grad was replaced (zero_grad(set_to_none=True)?); "
+                            "TorchClassifierModel owns the gradients")
+
+    def attach_reducer(self, reducer) -> None:
+        """BSP ``cdd``'s overlapped exchange: sum the flat gradient bucket by bucket while backward runs.
+
+        ``reducer`` (a :class:`theanompi.comm.exchange.overlap.OverlappedAllreduce`) is bound to the update vector
+        (:meth:`update_vector`, this model's own buffer); from then on every param's autograd hook reports its
+        gradient final (weight decay added) with ``reducer.ready(i)``, and the rule waits with ``reducer.finish()``
+        instead of exchanging the vector :meth:`train_iter` returns."""
+        if self.flat_grad is None:
+            raise ContractError(f"{type(self).__name__}.attach_reducer before compile_iter_fns('cdd')")
+        reducer.bind(self.update_vector())
+        self._reducer = reducer
 
     # ----- steps ----------------------------------------------------------------------
     def _gradient(self, xb, yb):
-        """Forward and backward on one batch: the gradient (weight decay included) lands in :attr:`flat_grad`."""
+        """Forward and backward on one batch: the gradient (weight decay included, added by each param's hook) lands
+        in :attr:`flat_grad`."""
         x = torch.from_numpy(xb).to(self.device, non_blocking=True)
         y = torch.from_numpy(yb).to(self.device, non_blocking=True).long()  # any DataClass's int labels
         self.network.train()
@@ -154,12 +218,7 @@ class TorchClassifierModel(ClassifierHyperParams):
         loss.backward()
         grads = [p.grad for p in self.params]
         if [g.data_ptr() if g is not None else 0 for g in grads] != self._grad_ptrs:
-            raise RuntimeError(f"{type(self).__name__}: a param's .grad was replaced (zero_grad(set_to_none=True)?); "
-                               "TorchClassifierModel owns the gradients")
-        wd = self.hp["weight_decay"]
-        if wd and self.decayed:
-            with torch.no_grad():
-                torch._foreach_add_([grads[i] for i in self.decayed], [self.params[i] for i in self.decayed], alpha=wd)
+            raise self._replaced_grad_error()
         return grads, loss.detach(), error
 
     def _sgd_step(self, grads, lr: float) -> None:
@@ -185,19 +244,21 @@ class TorchClassifierModel(ClassifierHyperParams):
         return None
 
     def update_vector(self):
-        """The flat gradient as an array sharing its memory: NumPy on a CPU, CuPy (DLPack) on a GPU."""
-        if self.flat_grad.is_cuda:
-            import cupy  # noqa: PLC0415 - cupy is optional (CUDA only)
+        """The flat gradient as an array sharing its memory (DLPack, no copy): NumPy on a CPU, CuPy on a GPU.
 
-            return cupy.from_dlpack(self.flat_grad)
-        return self.flat_grad.numpy()
+        The rule's exchange may sum into it in place (it is this model's own buffer, zeroed every step)."""
+        return arrays.dlpack_view(self.flat_grad)
 
     def apply_update(self, vector_sum) -> None:
-        """Apply the sum over workers of their update vectors: the momentum step with their mean."""
-        if arrays.is_cupy(vector_sum):
+        """Apply the sum over workers of their update vectors: the momentum step with their mean.
+
+        A NumPy or CuPy sum becomes a torch tensor through DLPack (no copy; the exchanged buffer is usually
+        :attr:`flat_grad` itself); a sum in host memory goes to a GPU module's device once."""
+        kind = arrays.kind(vector_sum)
+        if kind == "cupy" or (kind == "numpy" and vector_sum.flags.writeable and vector_sum.flags.c_contiguous):
             total = torch.from_dlpack(vector_sum)
-        else:
-            total = torch.from_numpy(np.ascontiguousarray(arrays.to_host(vector_sum)))
+        else:  # a read-only or strided NumPy array, a jax array: copied to a fresh host array
+            total = torch.from_numpy(np.array(arrays.to_host(vector_sum)))
         total = total.to(self.device, non_blocking=True)
         grads, start = [], 0
         for p in self.params:

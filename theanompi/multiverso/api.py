@@ -169,9 +169,15 @@ def _start(sync: bool, updater: str, lr: float, momentum: float, timeout: float)
 
 def shutdown() -> None:
     """Stop the parameter server (collective: returns once every worker has called it);
-    every table handler becomes unusable."""
+    every table handler becomes unusable. Without a running session (a second call, or no ``init``)
+    it does nothing, as Multiverso's.
+
+    >>> shutdown(); shutdown()
+    """
     global _state
-    state = session()
+    state = _state
+    if state is None:
+        return
     state.client.done(wait=True)  # a barrier or sync get another worker waits in then fails instead of hanging
     if state.server_thread is not None:
         state.server_thread.join()

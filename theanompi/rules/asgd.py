@@ -21,7 +21,11 @@ the lost worker's shard is no longer trained nor validated. Worker 0 (it writes
 the records) and the servers cannot be lost. At every epoch end the workers' last pushes
 are applied and all pull the same parameters, which are validated; the server's
 parameters after the last epoch are the session's final model. Staleness (server
-updates between a worker's pull and its push) is recorded per worker.
+updates between a worker's pull and its push) is recorded per worker, and
+``ASGD_STALENESS`` says what the servers make of it (``theanompi.comm.ps.staleness``):
+``scale`` divides each push by its staleness (Zhang et al. 2016), ``compensate``
+corrects it towards the server's current parameters (DC-ASGD, Zheng et al. 2017,
+``ASGD_DC_LAMBDA``), ``none`` applies it as if it were fresh.
 
 Example
 -------
@@ -143,7 +147,8 @@ class ASGDWorker(WorkerLoop[ASGDOptions]):
         built = build_worker(ctx, comm, sync_type_for(options.updater), "host", recorder)
         client = PSClient(ctx.comm, ctx.ranks_with_role("server"))
         table = client.create_table(0, num_row=built.fused.size, num_col=1, dtype=built.fused.dtype,
-                                    updater=options.updater, lr=options.server_lr, momentum=options.server_momentum)
+                                    updater=options.updater, lr=options.server_lr, momentum=options.server_momentum,
+                                    staleness=options.staleness, dc_lambda=options.dc_lambda)
         return cls(ctx, comm, built, options, client, table)
 
     def start_rule(self) -> None:
@@ -216,7 +221,7 @@ class ASGDWorker(WorkerLoop[ASGDOptions]):
         opts = self.options
         lost = self.comm.lost() if callable(getattr(self.comm, "lost", None)) else []
         return {
-            "updater": opts.updater, "sync": opts.sync, "servers": opts.n_servers,
+            "updater": opts.updater, "sync": opts.sync, "servers": opts.n_servers, "staleness_mode": opts.staleness,
             "push_freq": opts.push_freq, "lost_workers": lost,
             "staleness": {f"rank {c}": {"mean": float(np.mean([s["mean"] for s in v])),
                                         "max": max(s["max"] for s in v)} for c, v in staleness.items()},

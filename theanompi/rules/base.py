@@ -22,9 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from theanompi.core.devices import Device
-from theanompi.core.errors import ConfigError
 from theanompi.core.session_options import SessionOptions
-from theanompi.models.theano_mpi_adapter import follows_theanompi_contract
 from theanompi.session.spec import RankSpec
 
 if TYPE_CHECKING:
@@ -53,10 +51,8 @@ class Rule:
     def adapt_to_model(cls, model_cls: type, options: SessionOptions,
                        given: frozenset[str]) -> tuple[SessionOptions, list[str]]:
         """``options`` adjusted to the ModelClass (``given``: the names the user set), and notes for the launch
-        line. Models written for Theano-MPI compile their own functions with pytensor's C backend."""
-        if follows_theanompi_contract(model_cls) and options.compute == "jax":
-            raise ConfigError(f"COMPUTE=jax: ModelClass {model_cls.__name__!r} follows Theano-MPI's contract and "
-                              "compiles its own functions with pytensor's C backend; use COMPUTE=c and cpu devices")
+        line. Any ModelClass runs in any compute mode: a rank makes its mode the default before it imports the
+        model file, so the functions a model compiles itself run in it too (theanompi.backend.compute)."""
         return options, []
 
     # ----- run by every rank -------------------------------------------------------------

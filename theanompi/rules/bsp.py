@@ -3,7 +3,10 @@
 * ``cdd``: every iteration the workers' update vectors (gradients of the mean
   loss) are summed by one in-place allreduce of a fused buffer and every worker
   applies W <- W - lr * sum(u)/N. Equals one process with N x the batch,
-  momentum included.
+  momentum included. A model that offers it (``attach_reducer``: the PyTorch
+  models) has its gradient summed in buckets of BSP_BUCKET_MB while backward
+  still runs (:mod:`theanompi.comm.exchange.overlap`); the step then only waits
+  for the last buckets.
 * ``avg``: workers step locally and average their parameters every
   ``avg_freq`` iterations (and at every epoch end) -- local SGD.
 
@@ -30,6 +33,7 @@ import numpy as np
 from theanompi.backend import arrays
 from theanompi.comm.exchange import check_strategy, make_exchanger
 from theanompi.comm.exchange.base import Exchanger
+from theanompi.comm.exchange.overlap import MB, OverlappedAllreduce, plan_buckets
 from theanompi.core.devices import Device
 from theanompi.core.errors import ConfigError, ContractError
 from theanompi.core.session_options import BSPOptions, SessionOptions
@@ -86,7 +90,8 @@ class BSPWorker(WorkerLoop[BSPOptions]):
     """One BSP worker: the shared epoch loop with BSP's exchanges in :meth:`step`.
 
     ``sync_type``: what the model compiled (the session's, or 'local' for a single worker); ``exchanger``: how
-    the workers' buffers travel.
+    the workers' buffers travel; :attr:`reducer`: with ``cdd``, the exchange overlapped with backward when the
+    model offers it (set by :meth:`start_rule`; None: one allreduce after backward).
     """
 
     rule_name = "BSP"
@@ -96,6 +101,7 @@ class BSPWorker(WorkerLoop[BSPOptions]):
         super().__init__(ctx, comm, built, options)
         self.sync_type = sync_type
         self.exchanger = exchanger
+        self.reducer: OverlappedAllreduce | None = None
 
     @classmethod
     def create(cls, ctx: RankContext) -> BSPWorker:
@@ -108,9 +114,11 @@ class BSPWorker(WorkerLoop[BSPOptions]):
         return cls(ctx, comm, built, options, sync_type, exchanger)
 
     def start_rule(self) -> None:
+        self.reducer = self.overlapped_exchange()
         check_agreement(
             self.comm, n_batch_train=self.model.data.n_batch_train, n_params=self.fused.size,
             param_dtype=str(self.fused.dtype),
+            gradient_buckets=[(b.start, b.stop) for b in self.reducer.buckets] if self.reducer else None,
         )
         self.exchanger.bcast(self.fused.read(), root=0)  # every worker starts from rank 0's params
         self.fused.write(self.fused.buffer)
@@ -123,15 +131,46 @@ class BSPWorker(WorkerLoop[BSPOptions]):
         else:
             super().step(count)
 
+    def overlapped_exchange(self) -> OverlappedAllreduce | None:
+        """With ``cdd``, BSP_BUCKET_MB > 0, a transport that can have sums in flight (``exchanger.nonblocking``)
+        and a model that offers ``attach_reducer``: the gradient's buckets (reverse parameter order, BSP_BUCKET_MB
+        each), attached to the model, whose backward starts their sums; else None."""
+        attach = getattr(self.model, "attach_reducer", None)
+        if (self.sync_type != SyncType.CDD or not self.options.bucket_mb or not self.exchanger.nonblocking
+                or not callable(attach)):
+            return None
+        buckets = plan_buckets(self.fused.layout.sizes, self.fused.dtype.itemsize, self.options.bucket_mb * MB)
+
+        def check_bucket(start: int, stop: int) -> None:  # NaN/Inf stop here, before the bucket leaves
+            self.check_finite(reducer.buffer, "update vector", (start, stop))
+
+        reducer = OverlappedAllreduce(self.exchanger, buckets, check=check_bucket, timer=self.recorder.timer("comm"))
+        try:
+            attach(reducer)
+        except ValueError as exc:  # bind refused the buffer
+            raise ContractError(f"ModelClass {type(self.model).__name__!r}.attach_reducer: {exc}") from None
+        self._check_update_vector(reducer.buffer)
+        if self.fused.stage(reducer.buffer) is not reducer.buffer:
+            raise ContractError(f"ModelClass {type(self.model).__name__!r}: attach_reducer bound a buffer the "
+                                f"exchange cannot sum in place (a writable {self.exchanger.memory} array is needed)")
+        if self.comm.rank == 0:
+            log.info("BSP cdd: the gradient is summed in %d bucket(s) of <= %g MB while backward runs",
+                     len(buckets), self.options.bucket_mb)
+        return reducer
+
     def step_cdd(self, count: int) -> None:
         rec = self.recorder
         with rec.timer("calc"):
-            vector = self.model.train_iter(count, rec)
+            vector = self.model.train_iter(count, rec)  # with a reducer, backward started the buckets' sums
         if self.iteration == 0:
             self._check_update_vector(vector)
-        self.check_finite(vector, "update vector")
+        if self.reducer is None:
+            self.check_finite(vector, "update vector")  # a reducer checked each bucket before it left
         with rec.timer("comm"):
-            total = self.exchanger.allreduce_sum(self.fused.stage(vector))  # a C-mode vector goes as it is
+            if self.reducer is not None:
+                total = self.reducer.finish()
+            else:
+                total = self.exchanger.allreduce_sum(self.fused.stage(vector))  # a C-mode vector goes as it is
         with rec.timer("calc"):
             self.model.apply_update(total)
 
@@ -156,7 +195,8 @@ class BSPWorker(WorkerLoop[BSPOptions]):
             self.average_params()  # validate (and finish) on the common model
 
     def summary(self) -> dict:
-        return {"sync_type": self.options.sync_type}
+        return {"sync_type": self.options.sync_type,
+                "gradient_buckets": len(self.reducer.buckets) if self.reducer is not None else 0}
 
     def _check_update_vector(self, vector) -> None:
         name = type(self.model).__name__

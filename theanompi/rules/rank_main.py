@@ -15,6 +15,7 @@ import sys
 import traceback
 
 from theanompi.backend.pytensor_config import configure_pytensor
+from theanompi.comm.mpi_settings import apply_mca_defaults
 from theanompi.core.errors import ConfigError
 from theanompi.core.log import setup_logging
 from theanompi.models.loader import theano_era_hint
@@ -63,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     who = f"rank {rank} ({role} on {device})"
 
     configure_pytensor()
+    apply_mca_defaults()  # Open MPI's settings, before MPI starts
     os.chdir(spec.cwd)
     from mpi4py import MPI  # noqa: PLC0415 - importing mpi4py starts MPI: once pytensor is configured
 

@@ -2,6 +2,10 @@
 contract and compiled (:func:`build_model`), and what a worker's loop is constructed with (:class:`BuiltWorker`:
 the model, its fused parameters, the recorder, the epoch count).
 
+The rank's compute mode (COMPUTE, resolved for its device) becomes the process's default before the model file is
+imported: in JAX mode every function the model compiles itself runs under jax and every shared variable it creates
+lives on the device (:func:`theanompi.backend.compute.set_default_compute`).
+
 Example (inside a rule's rank loop)
 -------
 >>> model = build_model(ctx, worker_rank=0, n_workers=2, sync_type="cdd")                # doctest: +SKIP
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from theanompi.backend.compute import resolve_compute, set_default_compute
 from theanompi.comm.fused_params import FusedParams
 from theanompi.core.session_options import SessionOptions
 from theanompi.models import current_config
@@ -36,6 +41,7 @@ def build_model(ctx: RankContext, worker_rank: int, n_workers: int, sync_type: s
     spec = ctx.spec
     ACTIVITY.enter("building the model")
     ACTIVITY.progress("importing")
+    set_default_compute(resolve_compute(ctx.options.compute, ctx.device), ctx.device)
     cls = load_model_class(spec.modelfile, spec.modelclass, spec.cwd)
     ACTIVITY.progress("constructing")
     config = WorkerConfig(

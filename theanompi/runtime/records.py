@@ -86,19 +86,33 @@ def format_duration(seconds: float) -> str:
 
 
 class Progress:
-    """Rank 0's one line per epoch: loss, accuracy, samples/s, ETA."""
+    """Rank 0's one line per epoch: loss, accuracy, samples/s, ETA.
 
-    def __init__(self, n_epochs: int):
+    ``start_epoch``: the first epoch this session trains (after RESUME); the ETA is the mean time of the epochs
+    trained so far times the epochs left.
+
+    >>> progress = Progress(n_epochs=10, start_epoch=4)
+    >>> progress.eta_s(epoch=5, elapsed=60.0)   # 2 epochs took 60 s; 4 are left
+    120.0
+    """
+
+    def __init__(self, n_epochs: int, start_epoch: int = 0):
         self.n_epochs = n_epochs
+        self.start_epoch = start_epoch
         self.start = time.perf_counter()
         self.epoch_start = self.start
+
+    def eta_s(self, epoch: int, elapsed: float) -> float:
+        """Seconds left after ``epoch`` when this session's epochs so far took ``elapsed`` seconds."""
+        trained = epoch + 1 - self.start_epoch
+        return elapsed / max(1, trained) * (self.n_epochs - epoch - 1)
 
     def epoch_done(self, epoch: int, metrics: dict[str, Any]) -> dict[str, float]:
         now = time.perf_counter()
         epoch_s = now - self.epoch_start
         self.epoch_start = now
         elapsed = now - self.start
-        eta = elapsed / (epoch + 1) * (self.n_epochs - epoch - 1)
+        eta = self.eta_s(epoch, elapsed)
         rate = metrics.get("train_samples", 0) / epoch_s if epoch_s > 0 else float("nan")
         log.info(
             "epoch %d/%d  train loss %.4f err %.2f%%  val loss %.4f acc %.2f%%  %.0f samples/s  ETA %s",
@@ -110,7 +124,12 @@ class Progress:
 
 def save_final_params(params: Iterable[Any], run_dir: Path | str) -> Path:
     """Rank 0 writes the final parameters (param order) to ``RUN_DIR/final_params.npz``."""
-    arrays: dict[str, Any] = {f"p{i:03d}": host_copy(p) for i, p in enumerate(params)}
+    return save_final_arrays([host_copy(p) for p in params], run_dir)
+
+
+def save_final_arrays(values: Iterable[np.ndarray], run_dir: Path | str) -> Path:
+    """Write host arrays (param order) as ``RUN_DIR/final_params.npz`` (e.g. a checkpoint's model)."""
+    arrays: dict[str, Any] = {f"p{i:03d}": v for i, v in enumerate(values)}
     return atomic_write(Path(run_dir) / "final_params.npz", lambda tmp: np.savez(tmp, **arrays))
 
 
@@ -145,14 +164,15 @@ def end_session(model: Any, recorder: Recorder, run_dir: Path | str | None, summ
     if summary is not None and final_model:
         ACTIVITY.enter("writing the final model")
         assert run_dir is not None, "end_session: the final model needs run_dir"
-        last = recorder.epochs[-1]
+        last = recorder.epochs[-1] if recorder.epochs else {}  # none: a resumed session with nothing to train
         path = save_final_params(model.params, run_dir)
         recorder.write_summary({
-            "epochs": len(recorder.epochs), "final_val_accuracy": last["val_accuracy"],
-            "final_val_loss": last["val_loss"], "final_params": str(path), "wall_s": last.get("elapsed_s"),
+            "epochs": len(recorder.epochs), "final_val_accuracy": last.get("val_accuracy"),
+            "final_val_loss": last.get("val_loss"), "final_params": str(path), "wall_s": last.get("elapsed_s"),
             **summary,
         }, plots=plots)
-        log.info("final validation accuracy: %.2f%%", 100 * last["val_accuracy"])
+        if last:
+            log.info("final validation accuracy: %.2f%%", 100 * last["val_accuracy"])
     elif summary is not None:
         recorder.write_summary(summary, plots=plots)
     recorder.close()

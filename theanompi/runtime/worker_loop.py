@@ -24,10 +24,11 @@ from theanompi.comm.fused_params import FusedParams
 from theanompi.comm.param_access import assign, current_value, host_copy
 from theanompi.core.errors import ContractError, NonFiniteError
 from theanompi.core.session_options import SessionOptions
+from theanompi.runtime.epoch_progress import EpochProgress
 from theanompi.runtime.model_build import BuiltWorker
 from theanompi.runtime.rank_context import RankContext
 from theanompi.runtime.records import Progress, end_session, epoch_metrics
-from theanompi.session.checkpoint import load_checkpoint, save_checkpoint
+from theanompi.session.checkpoint import load_checkpoint, nothing_to_train, save_checkpoint
 from theanompi.session.recorder import Recorder
 from theanompi.session.watchdog import ACTIVITY
 
@@ -63,9 +64,13 @@ class WorkerLoop(Generic[OptionsT]):
         self.start_epoch = 0
         self.restored: dict[str, Any] | None = None  # the checkpoint resumed from (rules read their extras from it)
         self.restored_worker = 0  # the worker whose entries of that checkpoint this worker took
+        #: the progress inside each epoch, on the worker that prints the epoch lines (set by :meth:`run`)
+        self.epoch_progress: EpochProgress | None = None
 
     def start(self) -> None:
-        """Everything before the first step: a checkpoint to resume (RESUME), then the rule's start."""
+        """Everything before the first step: the records' TensorBoard events (TENSORBOARD), a checkpoint to resume
+        (RESUME), then the rule's start."""
+        self.recorder.open_board(self.ctx.spec)
         if self.options.resume:
             self.start_epoch = self.restore(self.options.resume)
         self.start_rule()
@@ -127,11 +132,12 @@ class WorkerLoop(Generic[OptionsT]):
             })
             log.info("checkpoint: %s", path)
 
-    def check_finite(self, flat: Any, what: str) -> None:
-        """Raise NonFiniteError naming this rank and the parameter if ``flat`` holds NaN/Inf (CHECK_FINITE)."""
+    def check_finite(self, flat: Any, what: str, span: tuple[int, int] | None = None) -> None:
+        """Raise NonFiniteError naming this rank and the parameter if ``flat`` (or its ``span``, ``(start, stop)``)
+        holds NaN/Inf (CHECK_FINITE)."""
         if not self.options.check_finite:
             return
-        bad = self.fused.non_finite(flat)
+        bad = self.fused.non_finite(flat, span)
         if bad is not None:
             raise NonFiniteError(f"NaN or Inf in the {what} of parameter {bad} on worker {self.comm.rank} "
                                  f"(session rank {self.ctx.rank}) at iteration {self.iteration}; "
@@ -172,19 +178,34 @@ class WorkerLoop(Generic[OptionsT]):
         data = self.model.data
         if callable(getattr(data, "set_epoch", None)) and getattr(data, "epoch", None) != epoch:
             data.set_epoch(epoch)  # a model that forgot it would reuse one shuffle every epoch
-        for count in range(self.model.data.n_batch_train):
-            self.step(count)
-            ACTIVITY.progress()
-            self.recorder.end_iteration()
-            self.iteration += 1
-            if self.stop_requested():
-                return False
+        n_steps = self.model.data.n_batch_train
+        progress = self.epoch_progress
+        if progress is not None:
+            progress.begin(epoch, n_steps)
+        try:
+            for count in range(n_steps):
+                self.step(count)
+                ACTIVITY.progress()
+                self.recorder.end_iteration()
+                self.iteration += 1
+                if progress is not None:  # rank 0's samples stand for every worker's (each step takes a batch)
+                    progress.advance(count + 1, int(self.recorder.train_sums()[2]) * self.comm.size)
+                if self.stop_requested():
+                    return False
+        finally:
+            if progress is not None:
+                progress.end()
         return True
 
     def run(self) -> None:
-        """Start (:meth:`start`), train ``n_epochs`` epochs (validating after each), then end the session."""
+        """Start (:meth:`start`), train ``n_epochs`` epochs (validating after each), then end the session --
+        at once when a resumed checkpoint holds them all (its model is the final model)."""
         self.start()
-        progress = Progress(self.n_epochs) if self.comm.rank == 0 else None
+        if self.start_epoch >= self.n_epochs and self.comm.rank == 0:
+            log.info("%s", nothing_to_train(str(self.options.resume), self.start_epoch, self.n_epochs))
+        progress = Progress(self.n_epochs, self.start_epoch) if self.comm.rank == 0 else None
+        if progress is not None:
+            self.epoch_progress = EpochProgress.for_this_rank(self.n_epochs, self.options.progress_every)
         every = self.options.checkpoint_every
         for epoch in range(self.start_epoch, self.n_epochs):
             self.epoch = epoch

@@ -43,11 +43,15 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from theanompi.core.safe_io import atomic_write_text
 from theanompi.session.plots import plot_run
+from theanompi.session.tensorboard import Board, open_board, write_run
 from theanompi.session.watchdog import ACTIVITY
+
+if TYPE_CHECKING:
+    from theanompi.session.spec import SessionSpec
 
 TIMERS = ("calc", "comm", "wait")
 #: one-off phases, recorded apart from the per-iteration timers
@@ -92,6 +96,8 @@ class Recorder:
         self._pending: list[tuple] = []  # iteration records not yet written
         self._timers = {k: _Timer(self, k) for k in TIMERS}
         self._open_kinds: list[str] = []  # kinds of the timers now open, innermost last
+        #: the same records as TensorBoard events, once :meth:`open_board` gave it one
+        self.board: Board | None = None
         if self.write:
             self._files_dir.mkdir(parents=True, exist_ok=True)
 
@@ -100,6 +106,12 @@ class Recorder:
         """``run_dir``, where a writing recorder's files go (``write`` is only true with one)."""
         assert self.run_dir is not None
         return self.run_dir
+
+    def open_board(self, spec: SessionSpec) -> None:
+        """Write these records as TensorBoard events too, the session's options first (a recorder that writes its
+        records, with TENSORBOARD=true: :mod:`theanompi.session.tensorboard`)."""
+        if self.write:
+            self.board = open_board(spec, self._files_dir)
 
     def timer(self, kind: str) -> _Timer:
         """Context manager adding the block's wall time (minus nested timers) to ``kind``."""
@@ -199,6 +211,8 @@ class Recorder:
         row = (self.iteration, calc, comm, wait, warmup)
         self.iteration += 1
         ACTIVITY.iteration = self.iteration
+        if self.board is not None:
+            self.board.iteration(self.iteration, self._train)
         if self.write:
             self._pending.append(row)
         return dict(zip(("iteration",) + TIMERS, row[:4]))
@@ -236,6 +250,8 @@ class Recorder:
             **extra,
         }
         self.epochs.append(record)
+        if self.board is not None:
+            self.board.epoch(record)
         self._train = [0.0, 0.0, 0]
         self._val = [0.0, 0.0, 0]
         self._val_top5 = [0.0, 0]
@@ -255,6 +271,8 @@ class Recorder:
         self._flush_iterations()
         summary = {**summary, "compile_s": summary.get("compile_s", round(self.totals["compile"], 6))}
         atomic_write_text(self._files_dir / "summary.json", json.dumps(summary, indent=2))
+        if self.board is not None:
+            self.board.summary(summary)
         if plots:
             try:
                 plot_run(self.run_dir)
@@ -264,6 +282,9 @@ class Recorder:
     def close(self) -> None:
         if self.write:
             self._flush_iterations()
+        if self.board is not None:
+            self.board.close()
+            self.board = None
 
 
 #: what the watchdog is told a rank does inside each timer, and whether that waits on other ranks
@@ -303,17 +324,29 @@ class _Timer:
             stack[-1][1] += elapsed
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m theanompi.session.recorder RUN_DIR``: redraw a run's plots."""
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1 or not Path(argv[0]).is_dir():
-        sys.stderr.write("usage: python -m theanompi.session.recorder RUN_DIR (a directory with epochs.jsonl)\n")
-        return 2
+USAGE = ("usage: python -m theanompi.session.recorder RUN_DIR [--tensorboard] (a directory with epochs.jsonl; "
+         "--tensorboard: write its TensorBoard events instead of its plots)\n")
 
-    paths = plot_run(argv[0])
-    if not paths:
-        sys.stderr.write(f"theanompi.session.recorder: {argv[0]} has no epochs.jsonl records\n")
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m theanompi.session.recorder RUN_DIR``: redraw a run's plots; with ``--tensorboard``, write its
+    TensorBoard events from its records (:func:`theanompi.session.tensorboard.write_run`)."""
+    argv = sys.argv[1:] if argv is None else argv
+    paths = [arg for arg in argv if arg != "--tensorboard"]
+    if len(paths) != 1 or not Path(paths[0]).is_dir():
+        sys.stderr.write(USAGE)
         return 2
+    if "--tensorboard" in argv:
+        try:
+            paths = [str(p) for p in write_run(paths[0])]
+        except ValueError as err:
+            sys.stderr.write(f"theanompi.session.recorder: {err}\n")
+            return 2
+    else:
+        paths = [str(p) for p in plot_run(paths[0])]
+        if not paths:
+            sys.stderr.write(f"theanompi.session.recorder: {argv[0]} has no epochs.jsonl records\n")
+            return 2
     for path in paths:
         sys.stdout.write(f"{path}\n")
     return 0

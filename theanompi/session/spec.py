@@ -41,6 +41,8 @@ class SessionSpec:
     cwd: str = ""
     #: what the launch plan chose for the user (e.g. BSP's sync type for a ModelClass without apply_update)
     notes: list[str] = field(default_factory=list)
+    #: with RESUME: the epoch (0-based, completed) and iteration of the checkpoint the session continues from
+    resume_point: dict[str, int] | None = None
 
     def to_json(self) -> str:
         return json.dumps({**asdict(self), "options": self.options.to_dict()}, indent=2, sort_keys=True)

@@ -91,3 +91,13 @@ def test_loading_the_digits_does_not_import_sklearn():
 
     statement = "from theanompi.models.data.digits import load_digits_split; load_digits_split()"
     assert modules_loaded_by(statement, ("sklearn", "scipy")) == []
+
+
+def test_a_batch_larger_than_the_workers_share_is_named_once(caplog):
+    """Every epoch would be one step that wraps around the data: rank 0 says so (the other ranks stay quiet)."""
+    with caplog.at_level("WARNING", logger="theanompi"):
+        shards = [make(n=10, batch=8, rank=rank, size=2) for rank in (0, 1)]
+    assert shards[0].n_batch_train == 1
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert said == ("batch_size=8 on 2 workers takes 16 units per step, but the training set has 10: every epoch is "
+                    "one step that wraps around the data (use batch_size <= 5)")

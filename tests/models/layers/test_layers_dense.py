@@ -90,9 +90,11 @@ def test_dense_errors_quote_values():
     l_in = L.InputLayer((None, 5))
     with pytest.raises(ValueError, match="num_units must be a positive int, got 0"):
         L.DenseLayer(l_in, 0)
-    with pytest.raises(ValueError, match="num_leading_axes=2 is not possible .* shape \\(None, 5\\)"):
+    with pytest.raises(ValueError, match="num_leading_axes=2 for an input of shape \\(None, 5\\), leaving no trailing"):
         L.DenseLayer(l_in, 3, num_leading_axes=2)
-    with pytest.raises(ValueError, match=r"must be known, got input shape \(None, None\)"):
+    with pytest.raises(ValueError, match="num_leading_axes=-2 .* requesting more trailing axes than there are"):
+        L.DenseLayer(l_in, 3, num_leading_axes=-2)
+    with pytest.raises(ValueError, match=r"requires a fixed input shape .* got input shape \(None, None\)"):
         L.DenseLayer(L.InputLayer((None, None)), 3)
     with pytest.raises(ValueError, match=r"array given for param 'W' has shape \(4, 3\), expected \(5, 3\)"):
         L.DenseLayer(l_in, 3, W=np.zeros((4, 3)))
@@ -100,7 +102,8 @@ def test_dense_errors_quote_values():
         L.DenseLayer(l_in, 3, W=pytensor.shared(np.zeros(3, floatX), name="w"))
     with pytest.raises(ValueError, match="shape entries must be positive ints or None, got \\(None, 0\\)"):
         L.InputLayer((None, 0))
-    with pytest.raises(ValueError, match="incoming must be a Layer or a shape tuple, got list"):
+    with pytest.raises(ValueError, match="an incoming must be a layer .anything with output_shape. or a shape tuple, "
+                                         "got list"):
         L.DenseLayer([None, 3], 2)
     named = L.DenseLayer(l_in, 2, name="fc1")
     assert [p.name for p in named.get_params()] == ["fc1.W", "fc1.b"]

@@ -29,7 +29,7 @@ def test_get_all_layers_topological_order():
     assert L.get_all_layers([da, db]) == [a, da, b, db]
     assert [lyr.name for lyr in L.get_all_layers(top, treat_as_input=[s])] == ["sum", "bn", "top"]
     assert L.get_all_layers(top)[-1] is top
-    with pytest.raises(ValueError, match="expected layers, got str"):
+    with pytest.raises(ValueError, match="expected layers .anything with output_shape., got str"):
         L.get_all_layers(["nope"])
 
 

@@ -141,7 +141,7 @@ def test_sync_running_stats_pools_workers_statistics():
 
 
 def test_batchnorm_errors():
-    with pytest.raises(ValueError, match=r"must be known, got input shape \(None, None\)"):
+    with pytest.raises(ValueError, match=r"needs specified input sizes .* got input shape \(None, None\)"):
         L.BatchNormLayer(L.InputLayer((None, None)))
     with pytest.raises(ValueError, match="alpha must be in \\[0, 1\\], got 2"):
         L.BatchNormLayer((None, 3), alpha=2)
@@ -214,8 +214,10 @@ def test_local_response_normalization_matches_loops_and_gradient():
     with pytensor.config.change_flags(floatX="float64"):
         layer = L.LocalResponseNormalization2DLayer((None, 5, 2, 2), alpha=0.5, k=1.0, beta=0.75, n=3)
         pytensor.gradient.verify_grad(layer.get_output_for, [rng.standard_normal((2, 5, 2, 2))], rng=rng)
-    with pytest.raises(ValueError, match="n must be an odd positive int .* got 4"):
+    with pytest.raises(NotImplementedError, match="only odd n are supported .* got 4"):
         L.LocalResponseNormalization2DLayer(l_in, n=4)
+    with pytest.raises(ValueError, match="n must be an odd positive int .* got 0"):
+        L.LocalResponseNormalization2DLayer(l_in, n=0)
     with pytest.raises(ValueError, match="k must be > 0, got 0"):
         L.LocalResponseNormalization2DLayer(l_in, k=0)
     with pytest.raises(ValueError, match=r"input must be 4-D .* got shape \(None, 6\)"):
@@ -234,3 +236,39 @@ def test_batchnorm_after_a_layer_with_static_channel_count():
     want = 0.5 * x.reshape(4, 2, 2, 2).mean(axis=(0, 2, 3))
     np.testing.assert_allclose(net.mean.get_value(), want, rtol=1e-6)
     assert net.mean.type.shape == (2,)  # params carry their static shape (the checks on it compile away)
+
+
+def test_standardization_instance_and_layer_norm():
+    rng = np.random.default_rng(11)
+    x = rng.normal(2.0, 3.0, size=(2, 3, 4, 4)).astype(floatX)
+    xv = pt.tensor4("x")
+    spatial = L.StandardizationLayer((None, 3, 4, 4), epsilon=1e-4)
+    features = L.StandardizationLayer((None, 3, 4, 4), axes="features", epsilon=1e-4)
+    got_s, got_f = pytensor.function([xv], [spatial.get_output_for(xv), features.get_output_for(xv)])(x)
+    for got, axes in ((got_s, (2, 3)), (got_f, (1, 2, 3))):
+        want = (x - x.mean(axis=axes, keepdims=True)) / np.sqrt(x.var(axis=axes, keepdims=True) + 1e-4)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert spatial.get_params() == [] and L.StandardizationLayer((None, 5)).axes == (1,)
+
+    conv = L.Conv2DLayer((None, 2, 4, 4), 3, 3, name="conv")
+    top = L.instance_norm(conv)
+    names = [layer.name for layer in L.get_all_layers(top)]
+    assert names == ["conv", "conv_in", "conv_in_scale", "conv_in_bias", "conv_in_nonlin"]
+    assert conv.b is None and conv.nonlinearity is L.nonlinearities.identity
+    assert top.nonlinearity is L.nonlinearities.rectify
+    assert isinstance(L.instance_norm(L.DenseLayer((None, 4, 2), 3), learn_scale=False, learn_bias=False,
+                                      name="n").input_layer, L.StandardizationLayer)
+    top = L.layer_norm(L.DenseLayer((None, 4), 3, nonlinearity=L.nonlinearities.tanh))
+    assert isinstance(top.input_layer, L.BiasLayer) and top.input_layer.input_layer.input_layer.axes == (1,)
+    assert top.nonlinearity is L.nonlinearities.tanh
+
+
+def test_dropout_channels_and_locations_share_their_masks():
+    l_in = L.InputLayer((None, 4, 3, 3))
+    channels, locations = L.dropout_channels(l_in, p=0.5), L.dropout_locations(l_in, p=0.5)
+    assert L.spatial_dropout is L.dropout_channels
+    assert channels.shared_axes == (2, 3) and locations.shared_axes == (1,)
+    f = pytensor.function([l_in.input_var], L.get_output([channels, locations]))
+    by_channel, by_location = f(np.ones((8, 4, 3, 3), floatX))
+    assert set(np.unique(by_channel)) <= {0.0, 2.0} and np.all(np.ptp(by_channel, axis=(2, 3)) == 0)
+    assert np.all(np.ptp(by_location, axis=1) == 0) and 0 < by_location.mean() < 2

@@ -44,7 +44,7 @@ def test_objectives_match_numpy():
         np.testing.assert_allclose(g, wv, rtol=1e-5, atol=1e-6, err_msg=str(i))
         assert np.asarray(g).dtype == np.dtype(floatX), i
     assert got[0][0] == 0.0
-    with pytest.raises(ValueError, match="mode='median' is not allowed"):
+    with pytest.raises(ValueError, match="mode must be 'mean', 'sum' or 'normalized_sum', got 'median'"):
         obj.aggregate(BP, mode="median")
     with pytest.raises(ValueError, match="targets must have ndim 1 .* or 2 .* got ndim=3"):
         obj.categorical_crossentropy(P, pt.tensor3())
@@ -134,7 +134,7 @@ def test_regularization_penalties_match_numpy():
     np.testing.assert_allclose(reg.regularize_network_params(top, reg.l2, tags={"trainable": True}).eval(),
                                sum((p.get_value() ** 2).sum() for p in L.get_all_params(top, trainable=True)),
                                rtol=1e-5)
-    assert float(reg.regularize_layer_params(L.FlattenLayer(l_in), reg.l2).eval()) == 0.0
+    assert reg.regularize_layer_params(L.FlattenLayer(l_in), reg.l2) == 0  # no parameters: Lasagne's int 0
 
 
 def test_utils_helpers():
@@ -142,12 +142,12 @@ def test_utils_helpers():
 
     assert utils.floatX([1, 2]).dtype == np.dtype(pytensor.config.floatX)
     assert utils.as_tuple(2, 3) == (2, 2, 2) and utils.as_tuple([1, 2], 2, int) == (1, 2)
-    with pytest.raises(ValueError, match=r"iterable of length 2, got \(1, 2, 3\)"):
+    with pytest.raises(ValueError, match=r"iterable with length 2, got \(1, 2, 3\)"):
         utils.as_tuple((1, 2, 3), 2)
-    with pytest.raises(ValueError, match=r"expected a single int or an iterable of 2 of them, got \(1, 'a'\)"):
+    with pytest.raises(TypeError, match=r"iterable of int, got \(1, 'a'\)"):
         utils.as_tuple((1, "a"), 2, int)
     np.testing.assert_array_equal(utils.one_hot(np.array([1, 0, 1])).eval(), [[0, 1], [1, 0], [0, 1]])
-    assert utils.shared_empty(2, "int32").get_value().shape == (0, 0)
+    assert utils.shared_empty(2, "int32").get_value().shape == (1, 1)
     assert utils.unique([3, 1, 3, 2, 1]) == [3, 1, 2]
-    with pytest.raises(ValueError, match="cannot turn dict"):
+    with pytest.raises(TypeError, match="cannot turn dict"):
         utils.as_expression({"a": 1})

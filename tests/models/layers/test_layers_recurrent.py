@@ -114,3 +114,97 @@ def test_lstm_gradient_float64_and_clipping():
         y, y_clip, g, g_clip = f(rng.standard_normal((4, 3, 2)))
         np.testing.assert_allclose(y, y_clip)  # forward unchanged
         assert np.abs(g_clip).max() < 0.1 * np.abs(g).max()
+
+
+def numpy_rnn(layer, x, mask=None, hid0=None):
+    """h_t = relu(x_t W_in + b + h_{t-1} W_hid), masked steps carried over; (batch, time, units)."""
+    W_in, W_hid, b = (p.get_value().astype(np.float64) for p in (layer.W_in_to_hid, layer.W_hid_to_hid, layer.b))
+    h = np.zeros((x.shape[0], W_hid.shape[0])) if hid0 is None else hid0
+    out = np.zeros((x.shape[0], x.shape[1], W_hid.shape[0]))
+    for t in range(x.shape[1]):
+        new = np.maximum(x[:, t] @ W_in + b + h @ W_hid, 0)
+        h = new if mask is None else np.where(mask[:, t:t + 1] != 0, new, h)
+        out[:, t] = h
+    return out
+
+
+def numpy_gru(layer, x):
+    g = {p.name: p.get_value().astype(np.float64) for p in layer.get_params()}
+    h = np.repeat(g["hid_init"], x.shape[0], 0)
+    out = np.zeros((x.shape[0], x.shape[1], layer.num_units))
+    steps = range(x.shape[1])[::-1] if layer.backwards else range(x.shape[1])
+    for t in steps:
+        x_in = {gate: x[:, t] @ g[f"W_in_to_{gate}"] + g[f"b_{gate}"] for gate in layer.GATES}
+        r = sigmoid(x_in["resetgate"] + h @ g["W_hid_to_resetgate"])
+        u = sigmoid(x_in["updategate"] + h @ g["W_hid_to_updategate"])
+        c = np.tanh(x_in["hidden_update"] + r * (h @ g["W_hid_to_hidden_update"]))
+        h = (1 - u) * h + u * c
+        out[:, t] = h
+    return out
+
+
+@pytest.mark.slow
+def test_rnn_and_gru_match_numpy_loops():
+    L.init.set_rng(1)
+    rng = np.random.default_rng(1)
+    l_in = L.InputLayer((None, 4, 3))
+    l_mask = L.InputLayer((None, 4))
+    rnn = L.RecurrentLayer(l_in, 5, W_in_to_hid=L.init.Normal(0.5), W_hid_to_hid=L.init.Normal(0.5),
+                           b=L.init.Normal(0.5), mask_input=l_mask)
+    rnn_unrolled = L.RecurrentLayer(l_in, 5, W_in_to_hid=rnn.W_in_to_hid, W_hid_to_hid=rnn.W_hid_to_hid, b=rnn.b,
+                                    unroll_scan=True, precompute_input=False, mask_input=l_mask)
+    gru = L.GRULayer(l_in, 3, hid_init=L.init.Normal(0.5))
+    gru_back = L.GRULayer(l_in, 3, backwards=True, learn_init=True)
+    x = rng.standard_normal((2, 4, 3)).astype(floatX)
+    mask = np.array([[1, 1, 0, 0], [1, 1, 1, 1]], floatX)
+    f = pytensor.function([l_in.input_var, l_mask.input_var], L.get_output([rnn, rnn_unrolled, gru, gru_back]))
+    got = f(x, mask)
+    want = numpy_rnn(rnn, x, mask)
+    for out in got[:2]:
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got[2], numpy_gru(gru, x), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got[3], numpy_gru(gru_back, x), rtol=1e-4, atol=1e-5)
+    assert [p.name for p in rnn.get_params(trainable=True)] == ["input_to_hidden.W", "input_to_hidden.b",
+                                                                 "hidden_to_hidden.W"]
+    assert gru_back.hid_init in L.get_all_params(gru_back, trainable=True)
+
+
+@pytest.mark.slow
+def test_initial_states_as_layers_and_custom_networks():
+    L.init.set_rng(2)
+    rng = np.random.default_rng(2)
+    l_in, l_hid, l_cell = L.InputLayer((None, 3, 2)), L.InputLayer((None, 4)), L.InputLayer((None, 4))
+    lstm = L.LSTMLayer(l_in, 4, hid_init=l_hid, cell_init=l_cell)
+    assert L.get_all_layers(lstm) == [l_in, l_hid, l_cell, lstm]
+    hid0, cell0 = rng.standard_normal((1, 4)).astype(floatX), rng.standard_normal((1, 4)).astype(floatX)
+    lstm_arrays = L.LSTMLayer(l_in, 4, hid_init=hid0, cell_init=cell0)
+    L.set_all_param_values(lstm_arrays, L.get_all_param_values(lstm) + [cell0, hid0])
+    rnn = L.RecurrentLayer(l_in, 4, hid_init=l_hid)
+    in_to_hid = L.DenseLayer(L.InputLayer((None, 2)), 4, W=rnn.W_in_to_hid, b=rnn.b, nonlinearity=None)
+    hid_to_hid = L.DenseLayer(L.InputLayer((None, 4)), 4, W=rnn.W_hid_to_hid, b=None, nonlinearity=None)
+    custom = L.CustomRecurrentLayer(l_in, in_to_hid, hid_to_hid, hid_init=l_hid, precompute_input=False)
+    x = rng.standard_normal((2, 3, 2)).astype(floatX)
+    h0, c0 = np.repeat(hid0, 2, 0), np.repeat(cell0, 2, 0)
+    f = pytensor.function([l_in.input_var, l_hid.input_var, l_cell.input_var],
+                          L.get_output([lstm, lstm_arrays, rnn, custom]))
+    got = f(x, h0, c0)
+    np.testing.assert_allclose(got[0], got[1], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[2], numpy_rnn(rnn, x, hid0=h0.astype(np.float64)), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got[3], got[2], rtol=1e-5, atol=1e-6)
+    assert set(custom.get_params()) == {rnn.W_in_to_hid, rnn.b, rnn.W_hid_to_hid}
+
+
+def test_recurrent_layer_errors():
+    l_in = L.InputLayer((None, 3, 2))
+    with pytest.raises(ValueError, match="gradient_steps must be -1, got 3"):
+        L.GRULayer(l_in, 2, gradient_steps=3, unroll_scan=True)
+    with pytest.raises(ValueError, match=r"unroll_scan=True needs a known sequence length"):
+        L.RecurrentLayer(L.InputLayer((None, None, 2)), 2, unroll_scan=True)
+    two_inputs = L.ConcatLayer([L.InputLayer((None, 2)), L.InputLayer((None, 2))])
+    hid_to_hid = L.DenseLayer(L.InputLayer((None, 4)), 4)
+    with pytest.raises(ValueError, match="input_to_hidden must have exactly one InputLayer, it has 2"):
+        L.CustomRecurrentLayer(l_in, L.DenseLayer(two_inputs, 4), hid_to_hid)
+    with pytest.raises(ValueError, match="must give the same shape after the first axis"):
+        L.CustomRecurrentLayer(l_in, L.DenseLayer(L.InputLayer((None, 2)), 5), hid_to_hid)
+    with pytest.raises(ValueError, match="mask_input must be \\(batch, time\\)"):
+        L.GRULayer(l_in, 2, mask_input=L.InputLayer((None, 3, 1)))

@@ -34,9 +34,9 @@ def test_flatten_reshape_dimshuffle_values_and_shapes():
 
 
 def test_reshape_and_flatten_errors_quote_values():
-    with pytest.raises(ValueError, match=r"total size 24 is not a multiple of 5"):
+    with pytest.raises(ValueError, match=r"total sizes do not match \(24 is not a multiple of 5\)"):
         L.ReshapeLayer((2, 3, 4), (5, -1))
-    with pytest.raises(ValueError, match=r"total size 24 != 25"):
+    with pytest.raises(ValueError, match=r"total sizes do not match \(24 != 25\)"):
         L.ReshapeLayer((2, 3, 4), (5, 5))
     with pytest.raises(ValueError, match=r"refers to input dimension \[3\]"):
         L.ReshapeLayer((2, 3, 4), ([3], -1))
@@ -46,8 +46,10 @@ def test_reshape_and_flatten_errors_quote_values():
         L.ReshapeLayer((2, 3, 4), (0, 24))
     with pytest.raises(ValueError, match="single-element lists .* got \\[0, 1\\]"):
         L.ReshapeLayer((2, 3, 4), ([0, 1], -1))
-    with pytest.raises(ValueError, match="outdim must be an int in 1..3 .* got 4"):
-        L.FlattenLayer((2, 3, 4), outdim=4)
+    with pytest.raises(ValueError, match="outdim=4 is more than the input's 3 dimensions"):
+        L.get_output_shape(L.FlattenLayer((2, 3, 4), outdim=4))  # checked where the shape is known
+    with pytest.raises(ValueError, match="outdim must be an int >= 1, got 0"):
+        L.FlattenLayer((2, 3, 4), outdim=0)
     with pytest.raises(ValueError, match="drops a dimension of size != 1"):
         L.DimshuffleLayer((2, 3), (0,))
 
@@ -71,12 +73,15 @@ def test_elemwise_sum_and_concat():
     np.testing.assert_array_equal(got[3], np.concatenate([x, y], axis=0))
     np.testing.assert_array_equal(got[4], np.concatenate([x, z], axis=1))
     assert got[1].dtype == np.dtype(floatX)
+    # shapes are checked where the output shape is asked for (as in Lasagne: the next layer's constructor)
     with pytest.raises(ValueError, match=r"input shapes must match, got \[\(None, 3\), \(None, 4\)\]"):
-        L.ElemwiseSumLayer([a, L.InputLayer((None, 4))])
+        L.DenseLayer(L.ElemwiseSumLayer([a, L.InputLayer((None, 4))]), 2)
     with pytest.raises(ValueError, match=r"got 3 coeffs \[1, 2, 3\] for 2 incomings"):
         L.ElemwiseSumLayer([a, b], coeffs=[1, 2, 3])
     with pytest.raises(ValueError, match="differ outside axis 1"):
-        L.ConcatLayer([L.InputLayer((2, 3)), L.InputLayer((3, 3))], axis=1)
+        L.get_output_shape(L.ConcatLayer([L.InputLayer((2, 3)), L.InputLayer((3, 3))], axis=1))
+    with pytest.raises(ValueError, match="cropping modes must be None, 'lower', 'center' or 'upper', got 'middle'"):
+        L.get_output_shape(L.ConcatLayer([a, b], cropping=["middle", None]))
 
 
 def test_pad_layer_matches_numpy_pad():
@@ -93,12 +98,17 @@ def test_pad_layer_matches_numpy_pad():
         assert got.shape == (2,) + layer.output_shape[1:]
         np.testing.assert_array_equal(got, want)
     assert L.PadLayer((None, 3, None), (2,)).output_shape == (None, 3, None)
-    with pytest.raises(ValueError, match=r"width must be .* 2 entries .* got \[1, 2, 3\]"):
-        L.PadLayer(l_in, [1, 2, 3])
+    # the widths are checked against the input where its shape is known (Lasagne: where the padding runs)
+    with pytest.raises(ValueError, match=r"3 widths given for the 2 axes after the first 2 of a 4-dimensional input"):
+        L.get_output_shape(L.PadLayer(l_in, [1, 2, 3]))
     with pytest.raises(ValueError, match=r"got \[\(1, -1\), 0\]"):
         L.PadLayer(l_in, [(1, -1), 0])
-    with pytest.raises(ValueError, match="batch_ndim must be an int in 0..4 .* got 5"):
-        L.PadLayer(l_in, 1, batch_ndim=5)
+    with pytest.raises(ValueError, match="batch_ndim=5 is more than the input's 4 dimensions"):
+        L.get_output(L.PadLayer(l_in, 1, batch_ndim=5))
+    with pytest.raises(ValueError, match="batch_ndim must be an int >= 0, got -1"):
+        L.PadLayer(l_in, 1, batch_ndim=-1)
+    np.testing.assert_array_equal(L.pad_tensor(pt.as_tensor_variable(x[0, 0]), [(1, 0)], 7, batch_ndim=0).eval(),
+                                  np.pad(x[0, 0], [(1, 0), (0, 0)], constant_values=7))
 
 
 def test_expression_layer_shapes_and_values():
@@ -121,3 +131,26 @@ def test_expression_layer_shapes_and_values():
         L.ExpressionLayer(l_in, 3)
     with pytest.raises(ValueError, match="output_shape must be None, a tuple, a callable or 'auto', got 'same'"):
         L.ExpressionLayer(l_in, abs, output_shape="same")
+
+
+def test_slice_layer_and_autocrop_match_numpy():
+    x = np.arange(30, dtype=floatX).reshape(3, 5, 2)
+    l_in = L.InputLayer((None, 5, 2))
+    layers = [L.SliceLayer(l_in, 0, axis=1), L.SliceLayer(l_in, slice(3, 5), axis=1), L.SliceLayer(l_in, -1)]
+    outs = pytensor.function([l_in.input_var], L.get_output(layers))(x)
+    for layer, got, want in zip(layers, outs, (x[:, 0], x[:, 3:5], x[:, :, -1])):
+        np.testing.assert_array_equal(got, want)
+        assert layer.output_shape == (None,) + want.shape[1:]
+    with pytest.raises(ValueError, match="indices must be an int or a slice"):
+        L.SliceLayer(l_in, [0, 1])
+
+    a, b = np.arange(24.0).reshape(2, 3, 4), np.arange(10.0).reshape(1, 2, 5)
+    got = [v.eval() for v in L.autocrop([a, b], [None, "upper", "center"])]
+    np.testing.assert_array_equal(got[0], a[:, 1:, 0:4])
+    np.testing.assert_array_equal(got[1], b[:, :, 0:4])
+    assert L.autocrop_array_shapes([(2, 3, 4), (None, 2, 5)], ["lower", "upper"]) == [(None, 2, 4), (None, 2, 5)]
+    cat = L.ConcatLayer([L.InputLayer((None, 3, 4)), L.InputLayer((None, 2, 5))], axis=1,
+                        cropping=[None, None, "lower"])
+    assert cat.output_shape == (None, 5, 4)
+    summed = L.ElemwiseSumLayer([(2, 3, 4), (1, 2, 5)], cropping=["lower"] * 3)
+    np.testing.assert_array_equal(summed.get_output_for([a, b]).eval(), a[:1, :2, :4] + b[:, :, :4])

@@ -22,6 +22,7 @@ from theanompi.backend.ops.batch_norm import (
     batch_norm_infer,
     batch_norm_train,
 )
+from theanompi.backend.ops.concrete_scalars import ConcreteWhenPossible  # registers the JAX-mode rewrite
 from theanompi.backend.ops.conv import (
     Conv2d,
     Conv2dGradBias,
@@ -29,18 +30,21 @@ from theanompi.backend.ops.conv import (
     Conv2dGradWeights,
     conv2d,
 )
+from theanompi.backend.ops.dynamic_slice import DynamicSlice  # registers the JAX-mode rewrite
 from theanompi.backend.ops.momentum import MomentumSGD, momentum_sgd
 from theanompi.backend.ops.pool import Pool2d, Pool2dGrad, avg_pool2d, max_pool2d
 from theanompi.backend.ops.softmax_inline import inline_softmax  # registers the rewrite
 
 __all__ = [
     "BatchNormInfer",
+    "ConcreteWhenPossible",
     "BatchNormTrain",
     "BatchNormTrainGrad",
     "Conv2d",
     "Conv2dGradBias",
     "Conv2dGradInputs",
     "Conv2dGradWeights",
+    "DynamicSlice",
     "MomentumSGD",
     "Pool2d",
     "Pool2dGrad",

@@ -17,7 +17,7 @@ from __future__ import annotations
 from theanompi.backend.ops._common import c_source_hash, read_c_source
 
 #: Bump to force a rebuild (the cache key also holds a hash of the C text in csrc/).
-C_CODE_VERSION = 2
+C_CODE_VERSION = 3
 
 SUPPORT_CODE = read_c_source("batch_norm.h")
 

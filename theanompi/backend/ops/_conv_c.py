@@ -29,9 +29,10 @@ from pytensor.tensor.blas_headers import blas_header_text, blas_header_version
 from theanompi.backend.ops._common import c_source_hash, read_c_source
 
 #: Bump to force a rebuild (the cache key also holds a hash of the C text in csrc/).
-C_CODE_VERSION = 7
+C_CODE_VERSION = 9
 
-_KERNELS = read_c_source("common.h") + read_c_source("conv2d.h")
+_KERNELS = (read_c_source("common.h") + read_c_source("conv2d_vec.h") + read_c_source("conv2d_winograd.h")
+            + read_c_source("conv2d.h"))
 BIAS_SUPPORT_CODE = read_c_source("conv2d_bias.h")
 
 

@@ -1,4 +1,5 @@
-"""JAX implementations of the conv/pool/batch-norm Ops for pytensor's JAX backend.
+"""JAX implementations of theanompi's Ops (conv, pool, batch norm, momentum, dynamic slice, concrete scalar
+arithmetic) for pytensor's JAX backend.
 
 :func:`register` adds them to ``pytensor.link.jax.dispatch.jax_funcify`` when
 that module imports (i.e. when jax is installed) and does nothing otherwise,
@@ -16,8 +17,12 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
+
 from theanompi.backend.ops.batch_norm import BatchNormInfer, BatchNormTrain, BatchNormTrainGrad
+from theanompi.backend.ops.concrete_scalars import ConcreteWhenPossible
 from theanompi.backend.ops.conv import Conv2d, Conv2dGradBias, Conv2dGradInputs, Conv2dGradWeights
+from theanompi.backend.ops.dynamic_slice import DynamicSlice
 from theanompi.backend.ops.momentum import MomentumSGD
 from theanompi.backend.ops.pool import Pool2d, Pool2dGrad
 
@@ -89,6 +94,8 @@ def register() -> bool:
     _register_pool(jax_funcify)
     _register_batch_norm(jax_funcify)
     _register_momentum(jax_funcify)
+    _register_dynamic_slice(jax_funcify)
+    _register_concrete_scalars(jax_funcify)
     _registered = True
     return True
 
@@ -190,3 +197,37 @@ def _register_momentum(jax_funcify) -> None:
             return tuple(p + v for p, v in zip(params, new_v)) + tuple(new_v)
 
         return momentum_sgd
+
+
+def _register_dynamic_slice(jax_funcify) -> None:
+    import jax  # noqa: PLC0415 - jax is optional (and ~1 s to import)
+    import jax.numpy as jnp  # noqa: PLC0415 - jax is optional (and ~1 s to import)
+
+    @jax_funcify.register(DynamicSlice)
+    def _dynamic_slice(op, **kwargs):
+        axis, length = op.axis, op.length
+
+        def dynamic_slice(x, start):
+            start = jnp.where(start < 0, start + x.shape[axis], start)  # Python's negative start
+            return jax.lax.dynamic_slice_in_dim(x, start, length, axis=axis)
+
+        return dynamic_slice
+
+
+def _register_concrete_scalars(jax_funcify) -> None:
+    import jax  # noqa: PLC0415 - jax is optional (and ~1 s to import)
+
+    @jax_funcify.register(ConcreteWhenPossible)
+    def _concrete_when_possible(op, node, **kwargs):
+        inner = op.inner_node(node.inputs)
+        traced = jax_funcify(op.op, node=inner, **kwargs)
+        dtypes = [v.type.dtype for v in inner.inputs]
+
+        def concrete_when_possible(*args):
+            if any(isinstance(a, jax.Array) for a in args):  # a traced value: JAX computes it
+                return traced(*args)
+            storage = [[None] for _ in inner.outputs]  # shapes and constants: NumPy, so they stay concrete
+            op.op.perform(inner, [np.asarray(a, dtype=d) for a, d in zip(args, dtypes)], storage)
+            return storage[0][0] if len(storage) == 1 else tuple(out[0] for out in storage)
+
+        return concrete_when_possible

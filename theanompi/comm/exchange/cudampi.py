@@ -33,7 +33,7 @@ import os
 import numpy as np
 
 from theanompi.backend import arrays
-from theanompi.comm.exchange.base import Exchanger
+from theanompi.comm.exchange.base import Exchanger, PendingSum
 
 log = logging.getLogger("theanompi")
 
@@ -116,6 +116,7 @@ class CudaMPIExchanger(Exchanger):
     """Allreduce/bcast over MPI on device buffers; host-staged (with one warning) without CUDA-aware MPI."""
 
     memory = "device"
+    nonblocking = True
 
     def __init__(self, comm, cuda_aware: bool | None = None):
         self.comm = comm
@@ -133,6 +134,17 @@ class CudaMPIExchanger(Exchanger):
             self.comm.Allreduce(MPI.IN_PLACE, staged, op=MPI.SUM)
             self.staging.landed(staged, buf)
         return buf
+
+    def start_allreduce_sum(self, buf) -> PendingSum:
+        """``Iallreduce`` on ``buf`` itself (CUDA-aware MPI, its stream synchronised first) or on a host copy that
+        is written back to ``buf`` when the sum completes."""
+        if self.size == 1:
+            return PendingSum(buf)
+        from mpi4py import MPI  # noqa: PLC0415 - importing mpi4py starts MPI
+
+        staged = self.staging.sendable(buf)
+        return PendingSum(buf, self.comm.Iallreduce(MPI.IN_PLACE, staged, op=MPI.SUM),
+                          on_done=lambda: self.staging.landed(staged, buf))
 
     def bcast(self, buf, root: int = 0):
         if self.size > 1:

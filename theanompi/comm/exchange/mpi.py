@@ -6,6 +6,9 @@ Example (under ``mpiexec -n 2``)
 >>> ex = MPIExchanger(MPI.COMM_WORLD)                       # doctest: +SKIP
 >>> ex.allreduce_sum(np.ones(5, "float32"))                 # doctest: +SKIP
 array([2., 2., 2., 2., 2.], dtype=float32)
+>>> pending = ex.start_allreduce_sum(np.ones(5, "float32"))  # Iallreduce: in flight  # doctest: +SKIP
+>>> pending.wait()                                          # doctest: +SKIP
+array([2., 2., 2., 2., 2.], dtype=float32)
 """
 
 from __future__ import annotations
@@ -13,11 +16,13 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from theanompi.comm.exchange.base import Exchanger
+from theanompi.comm.exchange.base import Exchanger, PendingSum
 
 
 class MPIExchanger(Exchanger):
     """Allreduce/bcast of contiguous numpy buffers with mpi4py's buffer interface (no pickling)."""
+
+    nonblocking = True
 
     def __init__(self, comm):
         self.comm = comm
@@ -34,6 +39,14 @@ class MPIExchanger(Exchanger):
         if self.size > 1:
             self.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
         return buf
+
+    def start_allreduce_sum(self, buf: np.ndarray) -> PendingSum:
+        """``Iallreduce`` in place: the sum travels while the caller computes (it progresses inside MPI calls,
+        e.g. :meth:`PendingSum.test`)."""
+        self._check(buf)
+        if self.size == 1:
+            return PendingSum(buf)
+        return PendingSum(buf, self.comm.Iallreduce(MPI.IN_PLACE, buf, op=MPI.SUM))
 
     def bcast(self, buf: np.ndarray, root: int = 0) -> np.ndarray:
         self._check(buf)

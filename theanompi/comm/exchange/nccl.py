@@ -117,9 +117,16 @@ class NcclTransport(Transport):
 
 
 class Nccl32Exchanger(Exchanger):
-    """NCCL allreduce (in place, full precision) and broadcast of one CuPy buffer."""
+    """NCCL allreduce (in place, full precision) and broadcast of one CuPy buffer.
+
+    NCCL calls return once enqueued on the current CUDA stream, so the inherited
+    :meth:`~theanompi.comm.exchange.base.Exchanger.start_allreduce_sum` does not wait for the sum (``nonblocking``):
+    a bucket's allreduce is queued behind the kernels that computed its gradients (the same stream, so it runs
+    after them and before the kernels queued later; a separate communication stream, as DDP uses, is not built).
+    """
 
     memory = "device"
+    nonblocking = True
 
     def __init__(self, comm):
         self.transport = NcclTransport(comm, "nccl32")

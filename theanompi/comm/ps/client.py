@@ -14,11 +14,12 @@ array([1., 1.], dtype=float32)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from theanompi.comm.ps import protocol as P
+from theanompi.comm.ps.staleness import STALENESS_MODES
 from theanompi.comm.ps.updaters import UPDATERS
 from theanompi.core.errors import TheanoMPIError
 from theanompi.core.polling import poll_until
@@ -35,7 +36,9 @@ class TableRef:
     num_col: int
     dtype: np.dtype
     bounds: list  # per server [start, stop)
-    version: int = 0  # version of the last values this client read
+    # server -> the version of its shard in the values this client last read there (sent with each add: the
+    # server measures the add's staleness against it)
+    versions: dict = field(default_factory=dict)
 
 
 class PSClient:
@@ -88,17 +91,22 @@ class PSClient:
 
     # ----- API ----------------------------------------------------------------------------
     def create_table(self, table_id: int, num_row: int, num_col: int, dtype="float32", updater: str = "add",
-                     lr: float = 0.1, momentum: float = 0.9, eps: float = 1e-8) -> TableRef:
-        """Create (or join) a table on every server; all clients must agree on its shape."""
+                     lr: float = 0.1, momentum: float = 0.9, eps: float = 1e-8, staleness: str = "none",
+                     dc_lambda: float = 2.0) -> TableRef:
+        """Create (or join) a table on every server; all clients must agree on its shape, updater and
+        ``staleness`` handling (:mod:`theanompi.comm.ps.staleness`)."""
         self._check_open()
         dtype = np.dtype(dtype)
         if dtype.name not in P.DTYPES:
             raise ValueError(f"table dtype {dtype.name!r} is not supported; use one of: {', '.join(P.DTYPES)}")
         if updater not in UPDATERS:
             raise ValueError(f"table updater {updater!r} is not supported; use one of: {', '.join(UPDATERS)}")
+        if staleness not in STALENESS_MODES:
+            raise ValueError(f"table staleness {staleness!r} is not supported; "
+                             f"use one of: {', '.join(STALENESS_MODES)}")
         head = P.header(P.CREATE, table_id, num_row, num_col, P.DTYPES.index(dtype.name),
-                        UPDATERS.index(updater))
-        hyper = np.array([lr, momentum, eps], dtype=np.float64)
+                        UPDATERS.index(updater), STALENESS_MODES.index(staleness))
+        hyper = np.array([lr, momentum, eps, dc_lambda], dtype=np.float64)
         for srv in self.servers:
             self.comm.Send(head, dest=srv, tag=P.TAG_REQUEST)
             self.comm.Send(hyper, dest=srv, tag=P.TAG_PAYLOAD)
@@ -116,7 +124,8 @@ class PSClient:
         parts = self._split_rows(table, rows)
         for srv, local, pos in parts:
             n_rows = -1 if local is None else len(local)
-            self.comm.Send(P.header(op, table.table_id, n_rows, table.version, flags), dest=srv, tag=P.TAG_REQUEST)
+            version = table.versions.get(srv, 0)  # what this server's shard was at this client's last read
+            self.comm.Send(P.header(op, table.table_id, n_rows, version, flags), dest=srv, tag=P.TAG_REQUEST)
             if local is not None:
                 self.comm.Send(np.ascontiguousarray(local), dest=srv, tag=P.TAG_PAYLOAD)
             self.comm.Send(np.ascontiguousarray(data[pos]), dest=srv, tag=P.TAG_PAYLOAD)
@@ -142,19 +151,18 @@ class PSClient:
             self.comm.Send(P.header(P.GET, table.table_id, n_rows), dest=srv, tag=P.TAG_REQUEST)
             if local is not None:
                 self.comm.Send(np.ascontiguousarray(local), dest=srv, tag=P.TAG_PAYLOAD)
-        versions, errors = [], []
+        errors = []
         for srv, _local, pos in parts:
             head, err = self._reply_header(srv)
             if err:
                 errors.append(err)
                 continue
-            versions.append(int(head[3]))
+            table.versions[srv] = int(head[3])
             buf = np.empty((int(head[2]), table.num_col), dtype=table.dtype)
             self.comm.Recv(buf, source=srv, tag=P.TAG_REPLY)
             out[pos] = buf
         if errors:
             raise ServerError(errors[0])
-        table.version = min(versions) if versions else table.version
         return out
 
     def stats(self) -> list[dict]:

@@ -29,7 +29,10 @@ OK, ERROR = 0, 1
 # header flags
 FLAG_ACK = 1  # the client waits for an acknowledgement (add(..., sync=True), set, create; DONE: when all are done)
 
-#: a table's dtype and updater travel as their index in DTYPES and in theanompi.comm.ps.updaters.UPDATERS
+#: a table's dtype, updater and staleness handling travel as their index in DTYPES, in
+#: theanompi.comm.ps.updaters.UPDATERS and in theanompi.comm.ps.staleness.STALENESS_MODES; CREATE's header is
+#: [CREATE, table, num_row, num_col, dtype, updater, staleness], its payload [lr, momentum, eps, dc_lambda] (HYPER)
+HYPER_LEN = 4
 DTYPES = ("float32", "float64", "int32", "int64")
 
 

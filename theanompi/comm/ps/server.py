@@ -19,9 +19,12 @@ others wait in a barrier, or clients all blocked in barriers and sync gets that
 can never match, get error replies naming who waits for what (no hang). A DONE
 with FLAG_ACK is answered once every client has sent DONE (a collective shutdown).
 
-Staleness: every get reply carries the table's version (number of adds applied);
-an add carries the version its sender last read; staleness = versions applied
-in between. Per-client statistics come back from a STATS request.
+Staleness: every get reply carries the shard's version (number of writes applied);
+an add carries the version its sender last read of that shard; staleness = versions
+applied in between. A table's staleness handling (:mod:`theanompi.comm.ps.staleness`:
+none, scale, compensate) adjusts each add by its own staleness before the updater
+applies it; ``compensate`` keeps, per client, the values it last pulled. Per-client
+statistics come back from a STATS request.
 
 Example (dedicated server rank, clients are ranks 1..N)
 -------
@@ -31,40 +34,19 @@ Example (dedicated server rank, clients are ranks 1..N)
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
 from theanompi.comm.fault_tolerance import acknowledge_failures, is_process_failure
 from theanompi.comm.ps import protocol as P
-from theanompi.comm.ps.updaters import UPDATERS, make_updater
+from theanompi.comm.ps.shard import TableShard
+from theanompi.comm.ps.staleness import STALENESS_MODES
+from theanompi.comm.ps.updaters import UPDATERS
 from theanompi.core.errors import TheanoMPIError
 from theanompi.core.polling import Backoff
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TableShard:
-    """This server's rows [start, stop) of one table."""
-
-    table_id: int
-    num_row: int
-    num_col: int
-    dtype: np.dtype
-    start: int
-    stop: int
-    updater_name: str
-    values: Any = None  # the rows' np.ndarray, and below their Updater: both made by TableServer._create
-    version: int = 0
-    updater: Any = None
-    gets: dict = field(default_factory=dict)  # client -> gets answered (sync rounds)
-    waiting: dict = field(default_factory=dict)  # client -> (n_rows, local rows) of a pending sync get
-
-    def describe(self) -> str:
-        return f"({self.num_row}, {self.num_col}) {self.dtype} updater={self.updater_name}"
 
 
 class ProtocolError(TheanoMPIError):
@@ -141,22 +123,21 @@ class TableServer:
 
     # ----- operations ------------------------------------------------------------------
     def _create(self, source: int, head: np.ndarray) -> None:
-        _, table_id, num_row, num_col, dtype_code, updater_code = (int(v) for v in head[:6])
-        hyper = np.empty(3, dtype=np.float64)
+        _, table_id, num_row, num_col, dtype_code, updater_code, staleness_code = (int(v) for v in head[:7])
+        hyper = np.empty(P.HYPER_LEN, dtype=np.float64)
         self.comm.Recv(hyper, source=source, tag=P.TAG_PAYLOAD)
         dtype = np.dtype(P.DTYPES[dtype_code])
-        updater = UPDATERS[updater_code]
+        updater, staleness = UPDATERS[updater_code], STALENESS_MODES[staleness_code]
         start, stop = P.shard_bounds(num_row, self.n_servers)[self.server_index]
+        asked = TableShard(table_id, num_row, num_col, dtype, start, stop, updater, staleness)
         shard = self.tables.get(table_id)
         if shard is None:
-            shard = TableShard(table_id, num_row, num_col, dtype, start, stop, updater)
-            shard.values = np.zeros((stop - start, num_col), dtype=dtype)
-            shard.updater = make_updater(updater, shard.values.shape, dtype, lr=hyper[0], momentum=hyper[1],
-                                         eps=hyper[2])
+            shard = TableShard.create(table_id, num_row, num_col, dtype, start, stop, updater, staleness,
+                                      lr=hyper[0], momentum=hyper[1], eps=hyper[2], dc_lambda=hyper[3])
             self.tables[table_id] = shard
-        elif (shard.num_row, shard.num_col, shard.dtype, shard.updater_name) != (num_row, num_col, dtype, updater):
-            mine = TableShard(table_id, num_row, num_col, dtype, 0, 0, updater).describe()
-            self._error(source, f"table {table_id}: this worker asked for {mine} but it exists as {shard.describe()}")
+        elif not shard.same_table(asked):
+            self._error(source, f"table {table_id}: this worker asked for {asked.describe()} but it exists as "
+                                f"{shard.describe()}")
             return
         self._reply(source, P.header(P.OK, table_id, 0, shard.version))
 
@@ -182,12 +163,10 @@ class TableServer:
 
     def _write(self, shard: TableShard, op: int, source: int, rows, data, base_version: int) -> None:
         if op == P.SET:
-            shard.values[slice(None) if rows is None else rows] = data
+            shard.set(rows, data)
         else:
-            shard.updater.apply(shard.values, data, rows)
-            self.staleness[source].append(shard.version - base_version)
+            self.staleness[source].append(shard.add(source, rows, data, base_version))
             self.adds[source] += 1
-        shard.version += 1
 
     def _get(self, shard: TableShard, source: int, n_rows: int, rows) -> None:
         if not self.sync:
@@ -218,7 +197,7 @@ class TableServer:
         shard.waiting.clear()
 
     def _send_values(self, shard: TableShard, client: int, rows) -> None:
-        data = shard.values if rows is None else np.ascontiguousarray(shard.values[rows])
+        data = shard.pulled(client, rows)
         self._reply(client, P.header(P.OK, shard.table_id, data.shape[0], shard.version))
         self.comm.Send(data, dest=client, tag=P.TAG_REPLY)
         self.gets[client] += 1

@@ -26,11 +26,14 @@ Example
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
 
 from theanompi.core.errors import ConfigError
+
+log = logging.getLogger("theanompi")
 
 
 def _is_int(v) -> bool:
@@ -129,6 +132,11 @@ class DataClass:
         self.global_units = self.size * self.units_per_batch
         self.n_train_units, self.n_val_units = int(n_train_units), int(n_val_units)
         self.n_batch_train = math.ceil(self.n_train_units / self.global_units)
+        if self.n_train_units < self.global_units and self.rank == 0:
+            most = max(1, self.n_train_units // self.size)
+            log.warning("%s=%d on %d workers takes %d units per step, but the training set has %d: every epoch is "
+                        "one step that wraps around the data (use %s <= %d)", unit, self.units_per_batch, self.size,
+                        self.global_units, self.n_train_units, unit, most)
         self.val_indices = np.array_split(np.arange(self.n_val_units), self.size)[self.rank]
         self.n_batch_val = math.ceil(len(self.val_indices) / self.units_per_batch)
         self.set_epoch(0)

@@ -10,7 +10,8 @@ tree, so ``import lasagne`` code runs unchanged). Layers: :class:`InputLayer`,
 :class:`LocalResponseNormalization2DLayer`, :class:`DropoutLayer`,
 :class:`GaussianNoiseLayer`, :class:`FlattenLayer`, :class:`ReshapeLayer`,
 :class:`DimshuffleLayer`, :class:`PadLayer`, :class:`ElemwiseSumLayer`,
-:class:`ConcatLayer`, :class:`LSTMLayer`. Network functions: :func:`get_output`,
+:class:`ConcatLayer`, :class:`LSTMLayer`, and every other layer of Lasagne (recurrent, special,
+local, embedding, transformer modules). Network functions: :func:`get_output`,
 :func:`get_output_shape`, :func:`get_all_layers`, :func:`get_all_params`,
 :func:`count_params`, :func:`get_all_param_values`,
 :func:`set_all_param_values`, :func:`get_state_updates`. Modules (as in
@@ -59,13 +60,20 @@ Example
 from theanompi.models.layers import init, nonlinearities, objectives, regularization, updates, utils
 from theanompi.models.layers.base import Layer, MergeLayer, attach_update, create_param, set_state_update
 from theanompi.models.layers.conv import (
+    BaseConvLayer,
+    Conv1DLayer,
     Conv2DLayer,
+    Conv3DLayer,
     Deconv2DLayer,
+    Deconv3DLayer,
+    DilatedConv2DLayer,
     TransposedConv2DLayer,
+    TransposedConv3DLayer,
     conv_input_length,
     conv_output_length,
 )
-from theanompi.models.layers.dense import DenseLayer, NonlinearityLayer
+from theanompi.models.layers.dense import DenseLayer, NINLayer, NonlinearityLayer
+from theanompi.models.layers.embedding import EmbeddingLayer
 from theanompi.models.layers.helper import (
     count_params,
     get_all_layers,
@@ -77,38 +85,92 @@ from theanompi.models.layers.helper import (
     set_all_param_values,
 )
 from theanompi.models.layers.input import InputLayer
-from theanompi.models.layers.merge import ConcatLayer, ElemwiseMergeLayer, ElemwiseSumLayer, concat
-from theanompi.models.layers.noise import DropoutLayer, GaussianNoiseLayer, dropout
+from theanompi.models.layers.local import LocallyConnected2DLayer
+from theanompi.models.layers.merge import (
+    ConcatLayer,
+    ElemwiseMergeLayer,
+    ElemwiseSumLayer,
+    autocrop,
+    autocrop_array_shapes,
+    concat,
+)
+from theanompi.models.layers.noise import (
+    DropoutLayer,
+    GaussianNoiseLayer,
+    dropout,
+    dropout_channels,
+    dropout_locations,
+    spatial_dropout,
+)
 from theanompi.models.layers.normalization import (
     BatchNormLayer,
     LocalResponseNormalization2DLayer,
+    StandardizationLayer,
     batch_norm,
     get_running_stats,
+    instance_norm,
+    layer_norm,
     pool_running_stats,
     sync_running_stats,
 )
-from theanompi.models.layers.pool import GlobalPoolLayer, MaxPool2DLayer, Pool2DLayer, pool_output_length
-from theanompi.models.layers.recurrent import Gate, LSTMLayer
+from theanompi.models.layers.pool import (
+    FeaturePoolLayer,
+    FeatureWTALayer,
+    GlobalPoolLayer,
+    MaxPool1DLayer,
+    MaxPool2DLayer,
+    MaxPool3DLayer,
+    Pool1DLayer,
+    Pool2DLayer,
+    Pool3DLayer,
+    SpatialPyramidPoolingLayer,
+    Upscale1DLayer,
+    Upscale2DLayer,
+    Upscale3DLayer,
+    pool_2d,
+    pool_output_length,
+)
+from theanompi.models.layers.recurrent import CustomRecurrentLayer, Gate, GRULayer, LSTMLayer, RecurrentLayer
 from theanompi.models.layers.shape import (
     DimshuffleLayer,
     FlattenLayer,
     PadLayer,
     ReshapeLayer,
+    SliceLayer,
     dimshuffle,
     flatten,
     pad,
+    pad_tensor,
     reshape,
 )
-from theanompi.models.layers.special import ExpressionLayer
+from theanompi.models.layers.special import (
+    BiasLayer,
+    ExpressionLayer,
+    InverseLayer,
+    ParametricRectifierLayer,
+    RandomizedRectifierLayer,
+    ScaleLayer,
+    prelu,
+    rrelu,
+    standardize,
+)
+from theanompi.models.layers.transformer import TPSTransformerLayer, TransformerLayer
 
 __all__ = [
-    "BatchNormLayer", "ConcatLayer", "Conv2DLayer", "Deconv2DLayer", "DenseLayer", "DimshuffleLayer", "DropoutLayer",
-    "ElemwiseMergeLayer", "ElemwiseSumLayer", "ExpressionLayer", "FlattenLayer", "GaussianNoiseLayer", "Gate",
-    "GlobalPoolLayer", "InputLayer", "LSTMLayer", "Layer", "LocalResponseNormalization2DLayer", "MaxPool2DLayer",
-    "MergeLayer", "NonlinearityLayer", "PadLayer", "Pool2DLayer", "ReshapeLayer", "TransposedConv2DLayer",
-    "attach_update", "batch_norm", "concat", "conv_input_length", "conv_output_length", "count_params",
-    "create_param", "dimshuffle", "dropout", "flatten", "get_all_layers", "get_all_param_values", "get_all_params",
-    "get_output", "get_output_shape", "get_running_stats", "get_state_updates", "init", "nonlinearities",
-    "objectives", "pad", "pool_output_length", "pool_running_stats", "regularization", "reshape",
-    "set_all_param_values", "set_state_update", "sync_running_stats", "updates", "utils",
+    "attach_update", "autocrop", "autocrop_array_shapes", "BaseConvLayer", "batch_norm", "BatchNormLayer", "BiasLayer",
+    "concat", "ConcatLayer", "Conv1DLayer", "Conv2DLayer", "Conv3DLayer", "conv_input_length", "conv_output_length",
+    "count_params", "create_param", "CustomRecurrentLayer", "Deconv2DLayer", "Deconv3DLayer", "DenseLayer",
+    "DilatedConv2DLayer", "dimshuffle", "DimshuffleLayer", "dropout", "dropout_channels", "dropout_locations",
+    "DropoutLayer", "ElemwiseMergeLayer", "ElemwiseSumLayer", "EmbeddingLayer", "ExpressionLayer", "FeaturePoolLayer",
+    "FeatureWTALayer", "flatten", "FlattenLayer", "Gate", "GaussianNoiseLayer", "get_all_layers",
+    "get_all_param_values", "get_all_params", "get_output", "get_output_shape", "get_running_stats",
+    "get_state_updates", "GlobalPoolLayer", "GRULayer", "init", "InputLayer", "instance_norm", "InverseLayer", "Layer",
+    "layer_norm", "LocallyConnected2DLayer", "LocalResponseNormalization2DLayer", "LSTMLayer", "MaxPool1DLayer",
+    "MaxPool2DLayer", "MaxPool3DLayer", "MergeLayer", "NINLayer", "nonlinearities", "NonlinearityLayer", "objectives",
+    "pad", "pad_tensor", "PadLayer", "ParametricRectifierLayer", "Pool1DLayer", "Pool2DLayer", "Pool3DLayer", "pool_2d",
+    "pool_output_length", "pool_running_stats", "prelu", "RandomizedRectifierLayer", "RecurrentLayer", "regularization",
+    "reshape", "ReshapeLayer", "rrelu", "ScaleLayer", "set_all_param_values", "set_state_update", "SliceLayer",
+    "spatial_dropout", "SpatialPyramidPoolingLayer", "StandardizationLayer", "standardize", "sync_running_stats",
+    "TPSTransformerLayer", "TransformerLayer", "TransposedConv2DLayer", "TransposedConv3DLayer", "updates",
+    "Upscale1DLayer", "Upscale2DLayer", "Upscale3DLayer", "utils",
 ]

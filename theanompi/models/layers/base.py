@@ -21,6 +21,7 @@ Example
 from __future__ import annotations
 
 import itertools
+import numbers
 import warnings
 from collections import OrderedDict
 
@@ -30,39 +31,54 @@ import pytensor.tensor
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.tensor.type import TensorType
 
+from theanompi.models.layers.utils import collect_shared_vars
+
 #: Creation order of state updates (``get_state_updates`` lists them in this order).
 _UPDATE_ORDER = itertools.count()
 
-__all__ = ["Layer", "MergeLayer", "attach_update", "create_param", "set_state_update"]
+__all__ = ["Layer", "MergeLayer", "attach_update", "create_param", "describe", "incoming_shape", "set_state_update"]
 
 
-def _describe(spec) -> str:
+def describe(spec) -> str:
+    """``type value`` of a bad argument for an error message, at most 200 characters."""
     return f"{type(spec).__name__} {spec!r}"[:200]
 
 
+def _check_param_shape(shape, name):
+    shape = tuple(shape)
+    if not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in shape):
+        raise ValueError(
+            f"cannot create param {name!r} with shape {shape}: every dimension must be a known "
+            "positive int (give the input layer a shape without None in the dimensions this layer needs)"
+        )
+    if any(s <= 0 for s in shape):
+        raise ValueError(f"cannot create param {name!r} with a non-positive dimension in shape {shape}")
+    return shape
+
+
 def create_param(spec, shape, name=None):
-    """A floatX shared variable of ``shape`` from ``spec``.
+    """A parameter of ``shape`` from ``spec`` (Lasagne's ``create_param``).
 
     Parameters
     ----------
-    spec : SharedVariable, numpy.ndarray, callable or Initializer
-        An existing shared variable (used as is; its number of dimensions must
-        match), an array (copied into a new shared variable; its shape must
-        match) or a callable ``spec(shape) -> array`` (an
-        :mod:`~theanompi.models.layers.init` initializer).
-    shape : tuple of int
-        The parameter's shape; every entry must be a positive int.
+    spec : numpy array, number, pytensor expression or callable
+        An array (or number) becomes a new shared variable of its dtype, with
+        the static shape ``shape`` (its shape must be ``shape``). A pytensor
+        expression -- a shared variable or any symbolic expression, a
+        *symbolic parameter* -- is used as it is (its number of dimensions must
+        match; a shared variable's value must have ``shape``) and named ``name``
+        if it has no name. A callable ``spec(shape)`` (an
+        :mod:`~theanompi.models.layers.init` initializer) gives one of those.
+    shape : iterable of int
+        The parameter's shape; every entry a positive int.
     name : str, optional
-        Name of the shared variable.
-
-    Returns
-    -------
-    SharedVariable
 
     Raises
     ------
     ValueError
-        For an unknown shape entry, a wrong shape or ndim, or an unusable ``spec``.
+        For a non-positive or unknown dimension, or a wrong shape or ndim.
+    TypeError
+        For a ``spec`` (or the value a callable returned) of another kind.
 
     Example
     -------
@@ -70,41 +86,55 @@ def create_param(spec, shape, name=None):
     >>> create_param(init.Constant(1.0), (2, 3), "W").get_value().shape
     (2, 3)
     """
-    shape = tuple(shape)
-    if not all(isinstance(s, (int, np.integer)) and s > 0 for s in shape):
-        raise ValueError(
-            f"cannot create param {name!r} with shape {shape}: every dimension must be a known "
-            "positive int (give the input layer a shape without None in the dimensions this layer needs)"
-        )
-    floatX = pytensor.config.floatX
-    if isinstance(spec, SharedVariable):
-        ndim = spec.type.ndim
-        if ndim != len(shape):
-            raise ValueError(
-                f"shared variable {spec.name!r} given for param {name!r} has {ndim} dimensions, "
-                f"expected {len(shape)} (shape {shape})"
-            )
-        actual = tuple(spec.get_value(borrow=True).shape)
-        if actual != shape:
-            raise ValueError(f"shared variable {spec.name!r} given for param {name!r} has shape {actual}, "
-                             f"expected {shape}")
-        return spec
+    shape = _check_param_shape(shape, name)
+    what = "spec"
+    if callable(spec) and not isinstance(spec, pytensor.graph.basic.Variable):
+        spec, what = spec(shape), "value returned by the initializer"
+    if isinstance(spec, (numbers.Number, np.generic, list, tuple)):
+        spec = np.asarray(spec)
+    if isinstance(spec, np.ndarray):
+        if spec.shape != shape:
+            raise ValueError(f"array given for param {name!r} has shape {spec.shape}, expected {shape}")
+        return pytensor.shared(spec, name=name, shape=shape)
     if isinstance(spec, pytensor.graph.basic.Variable):
-        raise ValueError(f"param {name!r}: symbolic expressions are not supported as parameters, got {spec!r}; "
-                         "pass a shared variable, an array or an initializer")
-    if isinstance(spec, (np.ndarray, list, tuple, float, int, np.number)):
-        value = np.asarray(spec)
-        if value.shape != shape:
-            raise ValueError(f"array given for param {name!r} has shape {value.shape}, expected {shape}")
-    elif callable(spec):
-        value = np.asarray(spec(shape))
-        if value.shape != shape:
-            raise ValueError(f"initializer {spec!r} for param {name!r} returned shape {value.shape}, "
-                             f"expected {shape}")
-    else:
-        raise ValueError(f"cannot create param {name!r} from {_describe(spec)}: expected a shared variable, "
-                         "an array or an initializer")
-    return pytensor.shared(value.astype(floatX), name=name, shape=value.shape)
+        ndim = getattr(spec, "ndim", None)
+        if ndim != len(shape):
+            raise ValueError(f"param {name!r}: the expression {spec} given has {ndim} dimensions, expected "
+                             f"{len(shape)} (shape {shape})")
+        if isinstance(spec, SharedVariable):
+            actual = tuple(np.shape(spec.get_value(borrow=True)))
+            if actual != shape:
+                raise ValueError(f"param {name!r}: the shared variable {spec.name!r} given has shape {actual}, "
+                                 f"expected {shape}")
+        if not spec.name:
+            spec.name = name
+        return spec
+    raise TypeError(f"cannot create param {name!r} from the {what}, {describe(spec)}: expected a numpy array, "
+                    "a pytensor expression or an initializer")
+
+
+def incoming_shape(incoming, who):
+    """``(shape, layer)`` of one incoming: a shape tuple (no layer), or anything with ``output_shape`` (duck typing).
+
+    Example
+    -------
+    >>> incoming_shape((None, 3), "DenseLayer")
+    ((None, 3), None)
+    """
+    if isinstance(incoming, tuple):
+        return incoming, None
+    if not hasattr(incoming, "output_shape"):
+        raise ValueError(f"{who}: an incoming must be a layer (anything with output_shape) or a shape tuple, "
+                         f"got {describe(incoming)}")
+    return incoming.output_shape, incoming
+
+
+def _check_static_shape(layer, shape):
+    """``shape`` if no entry is symbolic (Lasagne refuses symbolic output shapes), else ValueError."""
+    if any(isinstance(s, pytensor.graph.basic.Variable) for s in shape):
+        raise ValueError(f"{type(layer).__name__}.get_output_shape_for returned a symbolic output shape {shape!r}; "
+                         "shapes must be tuples of ints and None (for sizes unknown until run time)")
+    return shape
 
 
 class Layer:
@@ -113,8 +143,9 @@ class Layer:
     Parameters
     ----------
     incoming : Layer or tuple
-        The layer feeding this one, or the shape of its input (then
-        :func:`get_output` needs the input expression for this layer).
+        The layer feeding this one (any object with ``output_shape``), or the
+        shape of its input (then :func:`get_output` needs the input expression
+        for this layer).
     name : str, optional
         Prefixes the names of this layer's parameters (``"name.W"``).
 
@@ -133,34 +164,27 @@ class Layer:
     """
 
     def __init__(self, incoming, name=None):
-        if isinstance(incoming, tuple):
-            self.input_shape = incoming
-            self.input_layer = None
-        elif isinstance(incoming, Layer):
-            self.input_shape = incoming.output_shape
-            self.input_layer = incoming
-        else:
-            raise ValueError(f"{type(self).__name__}: incoming must be a Layer or a shape tuple, "
-                             f"got {_describe(incoming)}")
+        self.input_shape, self.input_layer = incoming_shape(incoming, type(self).__name__)
         self.name = name
         self.params = OrderedDict()
         self.get_output_kwargs = []
-        if any(d is not None and d <= 0 for d in self.input_shape):
+        if any(d is not None and not isinstance(d, pytensor.graph.basic.Variable) and d <= 0
+               for d in self.input_shape):
             raise ValueError(f"{type(self).__name__}: cannot create layer {name!r} with a non-positive "
                              f"input shape {self.input_shape}")
 
     @property
     def output_shape(self):
         """The shape of this layer's output (None for a dimension unknown at build time)."""
-        return self.get_output_shape_for(self.input_shape)
+        return _check_static_shape(self, self.get_output_shape_for(self.input_shape))
 
     def get_params(self, unwrap_shared=True, **tags):
         """This layer's parameters, filtered by tags.
 
         ``tag=True`` keeps only parameters with that tag, ``tag=False`` only
         parameters without it (e.g. ``trainable=True, regularizable=False``).
-        ``unwrap_shared`` is accepted for Lasagne compatibility (parameters are
-        always shared variables here).
+        ``unwrap_shared=True`` gives the shared variables that symbolic
+        parameters depend on in their place; False gives the expressions.
         """
         result = list(self.params.keys())
         only = {t for t, v in tags.items() if v}
@@ -169,7 +193,7 @@ class Layer:
             result = [p for p in result if not (only - self.params[p])]
         if exclude:
             result = [p for p in result if not (self.params[p] & exclude)]
-        return result
+        return collect_shared_vars(result) if unwrap_shared else result
 
     def get_output_shape_for(self, input_shape):
         """Output shape for ``input_shape``; the default keeps the shape."""
@@ -194,7 +218,7 @@ class Layer:
 
     def __repr__(self):
         label = f" {self.name!r}" if self.name else ""
-        return f"<{type(self).__name__}{label} output_shape={self.output_shape}>"
+        return f"<{type(self).__name__}{label}>"
 
 
 class MergeLayer(Layer):
@@ -203,7 +227,7 @@ class MergeLayer(Layer):
     Parameters
     ----------
     incomings : sequence of Layer or tuple
-        The layers feeding this one, or their output shapes.
+        The layers feeding this one (anything with ``output_shape``), or their output shapes.
     name : str, optional
 
     Example
@@ -216,27 +240,16 @@ class MergeLayer(Layer):
 
     def __init__(self, incomings, name=None):
         incomings = list(incomings)
-        if not incomings:
-            raise ValueError(f"{type(self).__name__}: needs at least one incoming layer, got {incomings!r}")
-        self.input_shapes = []
-        self.input_layers = []
-        for incoming in incomings:
-            if isinstance(incoming, tuple):
-                self.input_shapes.append(incoming)
-                self.input_layers.append(None)
-            elif isinstance(incoming, Layer):
-                self.input_shapes.append(incoming.output_shape)
-                self.input_layers.append(incoming)
-            else:
-                raise ValueError(f"{type(self).__name__}: every incoming must be a Layer or a shape tuple, "
-                                 f"got {_describe(incoming)}")
+        shapes_layers = [incoming_shape(incoming, type(self).__name__) for incoming in incomings]
+        self.input_shapes = [shape for shape, _ in shapes_layers]
+        self.input_layers = [layer for _, layer in shapes_layers]
         self.name = name
         self.params = OrderedDict()
         self.get_output_kwargs = []
 
     @property
     def output_shape(self):
-        return self.get_output_shape_for(self.input_shapes)
+        return _check_static_shape(self, self.get_output_shape_for(self.input_shapes))
 
     def get_output_shape_for(self, input_shapes):
         raise NotImplementedError

@@ -1,4 +1,4 @@
-"""Fully connected layers: :class:`DenseLayer` and :class:`NonlinearityLayer`.
+"""Fully connected layers: :class:`DenseLayer`, :class:`NINLayer` (network in network) and :class:`NonlinearityLayer`.
 
 Example
 -------
@@ -18,7 +18,7 @@ import pytensor.tensor as pt
 from theanompi.models.layers import init, nonlinearities
 from theanompi.models.layers.base import Layer
 
-__all__ = ["DenseLayer", "NonlinearityLayer"]
+__all__ = ["DenseLayer", "NINLayer", "NonlinearityLayer"]
 
 
 class DenseLayer(Layer):
@@ -55,16 +55,24 @@ class DenseLayer(Layer):
         self.nonlinearity = nonlinearities.identity if nonlinearity is None else nonlinearity
         self.num_units = int(num_units)
         ndim = len(self.input_shape)
-        if num_leading_axes >= ndim or num_leading_axes < -ndim + 1 or num_leading_axes == 0:
-            raise ValueError(f"DenseLayer: num_leading_axes={num_leading_axes} is not possible for an input "
-                             f"of shape {self.input_shape}; use 1..{ndim - 1} or -{ndim - 1}..-1")
+        if num_leading_axes >= ndim:
+            raise ValueError(f"DenseLayer: num_leading_axes={num_leading_axes} for an input of shape "
+                             f"{self.input_shape}, leaving no trailing axes to multiply with W; use 1..{ndim - 1} "
+                             f"or -{ndim - 1}..-1")
+        if num_leading_axes < -ndim + 1:
+            raise ValueError(f"DenseLayer: num_leading_axes={num_leading_axes} for an input of shape "
+                             f"{self.input_shape}, requesting more trailing axes than there are (at least one "
+                             f"leading axis must remain); use 1..{ndim - 1} or -{ndim - 1}..-1")
+        if num_leading_axes == 0:
+            raise ValueError(f"DenseLayer: num_leading_axes must not be 0 (at least one leading axis); use "
+                             f"1..{ndim - 1} or -{ndim - 1}..-1")
         if num_leading_axes < 0:
             num_leading_axes += ndim
         self.num_leading_axes = num_leading_axes
         trailing = self.input_shape[num_leading_axes:]
         if any(s is None for s in trailing):
-            raise ValueError(f"DenseLayer: the input dimensions after the {num_leading_axes} leading axes must "
-                             f"be known, got input shape {self.input_shape}")
+            raise ValueError(f"DenseLayer requires a fixed input shape (except for the {num_leading_axes} leading "
+                             f"axes), got input shape {self.input_shape}")
         num_inputs = int(np.prod(trailing))
         self.W = self.add_param(W, (num_inputs, self.num_units), name="W")
         self.b = None if b is None else self.add_param(b, (self.num_units,), name="b", regularizable=False)
@@ -97,3 +105,62 @@ class NonlinearityLayer(Layer):
 
     def get_output_for(self, input, **kwargs):
         return self.nonlinearity(input)
+
+
+class NINLayer(Layer):
+    """Network-in-network: a dense layer applied at every position, over the channels (axis 1).
+
+    ``output[:, u, ...] = nonlinearity(sum_c input[:, c, ...] * W[c, u] + b[u, ...])``: a 1x1 convolution.
+
+    Parameters
+    ----------
+    incoming : Layer or tuple
+        (batch, channels, positions...); the channels known.
+    num_units : int
+        Output channels.
+    untie_biases : bool
+        False: one bias per unit (num_units,); True: one per unit and position (num_units, positions...).
+    W : initializer, array or shared variable
+        (channels, num_units).
+    b : initializer, array, shared variable or None
+    nonlinearity : callable or None
+
+    Example
+    -------
+    >>> l = NINLayer((None, 3, 4, 5), 6, untie_biases=True)
+    >>> l.output_shape, l.W.get_value().shape, l.b.get_value().shape
+    ((None, 6, 4, 5), (3, 6), (6, 4, 5))
+    """
+
+    def __init__(self, incoming, num_units, untie_biases=False, W=init.GlorotUniform(), b=init.Constant(0.0),
+                 nonlinearity=nonlinearities.rectify, **kwargs):
+        super().__init__(incoming, **kwargs)
+        if isinstance(num_units, bool) or not isinstance(num_units, numbers.Integral) or num_units < 1:
+            raise ValueError(f"NINLayer: num_units must be a positive int, got {num_units!r}")
+        if len(self.input_shape) < 2 or self.input_shape[1] is None:
+            raise ValueError(f"NINLayer: the input must have a known channel axis 1, got input shape "
+                             f"{self.input_shape}")
+        self.num_units = int(num_units)
+        self.untie_biases = bool(untie_biases)
+        self.nonlinearity = nonlinearities.identity if nonlinearity is None else nonlinearity
+        self.W = self.add_param(W, (self.input_shape[1], self.num_units), name="W")
+        if b is None:
+            self.b = None
+        else:
+            positions = tuple(self.input_shape[2:]) if self.untie_biases else ()
+            if None in positions:
+                raise ValueError(f"NINLayer: untie_biases=True needs known positions, got input shape "
+                                 f"{self.input_shape}")
+            self.b = self.add_param(b, (self.num_units, *positions), name="b", regularizable=False)
+
+    def get_output_shape_for(self, input_shape):
+        return (input_shape[0], self.num_units, *input_shape[2:])
+
+    def get_output_for(self, input, **kwargs):
+        input = pt.as_tensor_variable(input)
+        positions = tuple(range(2, input.ndim))
+        out = pt.tensordot(input, self.W, axes=[[1], [0]]).dimshuffle(0, input.ndim - 1, *range(1, input.ndim - 1))
+        if self.b is not None:
+            pattern = ("x", *range(self.b.ndim)) if self.untie_biases else ("x", 0, *(["x"] * len(positions)))
+            out = out + self.b.dimshuffle(*pattern)
+        return self.nonlinearity(out)

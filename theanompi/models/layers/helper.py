@@ -16,7 +16,7 @@ Example
 
 from __future__ import annotations
 
-import inspect
+import difflib
 import warnings
 from collections import OrderedDict, deque
 
@@ -24,9 +24,9 @@ import numpy as np
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.traversal import ancestors
 
-from theanompi.models.layers.base import Layer, MergeLayer
+from theanompi.models.layers.base import Layer, MergeLayer, describe
 from theanompi.models.layers.input import InputLayer
-from theanompi.models.layers.utils import as_expression
+from theanompi.models.layers.utils import as_expression, inspect_kwargs, unique
 
 __all__ = [
     "count_params", "get_all_layers", "get_all_param_values", "get_all_params", "get_output", "get_output_shape",
@@ -59,12 +59,13 @@ def get_all_layers(layer, treat_as_input=None):
         if current is None:
             queue.popleft()
         elif current not in seen:
-            if not isinstance(current, Layer):
-                raise ValueError(f"get_all_layers: expected layers, got {type(current).__name__} {current!r}")
+            if not isinstance(current, Layer) and not hasattr(current, "output_shape"):
+                raise ValueError(f"get_all_layers: expected layers (anything with output_shape), got "
+                                 f"{describe(current)}")
             seen.add(current)
             if hasattr(current, "input_layers"):
                 queue.extendleft(reversed(current.input_layers))
-            elif getattr(current, "input_layer", None) is not None:
+            elif hasattr(current, "input_layer"):
                 queue.appendleft(current.input_layer)
         else:
             queue.popleft()
@@ -75,14 +76,25 @@ def get_all_layers(layer, treat_as_input=None):
 
 
 def _accepted_kwargs(layer):
+    """The keywords ``layer.get_output_for`` takes (those with defaults) and the layer's ``get_output_kwargs``."""
     try:
-        sig = inspect.signature(layer.get_output_for)
+        accepted = set(inspect_kwargs(layer.get_output_for))
     except (TypeError, ValueError):
-        return set()
-    return {name for name, p in sig.parameters.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+        accepted = set()
+    return accepted | set(getattr(layer, "get_output_kwargs", ()))
 
 
-def get_output(layer_or_layers, inputs=None, deterministic=False, **kwargs):
+def _warn_unused(kwargs, accepted):
+    unused = sorted(set(kwargs) - accepted)
+    if unused:
+        hints = []
+        for name in unused:
+            close = difflib.get_close_matches(name, sorted(accepted), n=1)
+            hints.append(f"{name} (perhaps you meant {close[0]})" if close else name)
+        warnings.warn(f"get_output() was called with unused kwargs: {', '.join(hints)}", stacklevel=3)
+
+
+def get_output(layer_or_layers, inputs=None, **kwargs):
     """Symbolic output(s) of a layer or list of layers.
 
     Parameters
@@ -92,12 +104,11 @@ def get_output(layer_or_layers, inputs=None, deterministic=False, **kwargs):
         None: each InputLayer's ``input_var``. One expression (or array): the
         input of the network's only InputLayer. A dict ``{layer: expression}``
         replaces those layers' outputs (any layer, not only InputLayers).
-    deterministic : bool
-        True for inference: dropout and noise off, batch norm uses (and does
-        not update) its running statistics.
     **kwargs
-        Passed to every layer's ``get_output_for`` (e.g.
-        ``batch_norm_use_averages``); a keyword no layer accepts gives a warning.
+        Passed to every layer's ``get_output_for``, only those given:
+        ``deterministic=True`` for inference (dropout and noise off, batch norm
+        uses and does not update its running statistics), ``batch_norm_use_averages``, ...
+        A keyword no layer accepts gives a warning.
 
     Returns
     -------
@@ -110,6 +121,8 @@ def get_output(layer_or_layers, inputs=None, deterministic=False, **kwargs):
     ------
     ValueError
         When a layer's input is not defined by ``inputs`` or an InputLayer.
+    TypeError
+        When a key of an ``inputs`` dict is not a layer.
 
     Example
     -------
@@ -120,6 +133,10 @@ def get_output(layer_or_layers, inputs=None, deterministic=False, **kwargs):
     >>> get_output(net, x).ndim
     2
     """
+    if isinstance(inputs, dict):
+        bad = [key for key in inputs if key is not None and not isinstance(key, Layer)]
+        if bad:
+            raise TypeError(f"get_output: the keys of inputs must be layers (or None), got {describe(bad[0])}")
     treat_as_input = list(inputs.keys()) if isinstance(inputs, dict) else []
     all_layers = get_all_layers(layer_or_layers, treat_as_input)
     outputs = {layer: layer.input_var for layer in all_layers
@@ -132,7 +149,6 @@ def get_output(layer_or_layers, inputs=None, deterministic=False, **kwargs):
                              f"({list(outputs)}); pass a dict {{layer: expression}}")
         for layer in outputs:
             outputs[layer] = as_expression(inputs)
-    kwargs["deterministic"] = deterministic
     accepted = {"deterministic"}
     for layer in all_layers:
         if layer in outputs:
@@ -146,10 +162,8 @@ def get_output(layer_or_layers, inputs=None, deterministic=False, **kwargs):
             raise ValueError(f"get_output: no input expression for the free-floating layer {layer!r}; pass "
                              "inputs={layer: expression}") from None
         outputs[layer] = layer.get_output_for(layer_inputs, **kwargs)
-        accepted |= _accepted_kwargs(layer) | set(layer.get_output_kwargs)
-    unused = set(kwargs) - accepted
-    if unused:
-        warnings.warn(f"get_output: no layer of the network accepts the keyword(s) {sorted(unused)}", stacklevel=2)
+        accepted |= _accepted_kwargs(layer)
+    _warn_unused(kwargs, accepted)
     if _is_many(layer_or_layers):
         return [outputs[layer] for layer in layer_or_layers]
     return outputs[layer_or_layers]
@@ -222,13 +236,7 @@ def get_all_params(layer, unwrap_shared=True, **tags):
     >>> [p.name for p in get_all_params(net, regularizable=True)]
     ['W']
     """
-    seen, result = set(), []
-    for sub in get_all_layers(layer):
-        for p in sub.get_params(unwrap_shared=unwrap_shared, **tags):
-            if p not in seen:
-                seen.add(p)
-                result.append(p)
-    return result
+    return unique(p for sub in get_all_layers(layer) for p in sub.get_params(unwrap_shared=unwrap_shared, **tags))
 
 
 def count_params(layer, **tags):

@@ -23,35 +23,42 @@ True
 from __future__ import annotations
 
 import numbers
+from typing import Any
 
 import numpy as np
 import pytensor
 
 __all__ = [
-    "Constant", "GlorotNormal", "GlorotUniform", "HeNormal", "HeUniform", "Initializer", "Normal",
-    "Orthogonal", "Uniform", "get_rng", "set_rng",
+    "Constant", "Glorot", "GlorotNormal", "GlorotUniform", "He", "HeNormal", "HeUniform", "Initializer", "Normal",
+    "Orthogonal", "Sparse", "Uniform", "get_rng", "set_rng",
 ]
 
-_rng: np.random.Generator | np.random.RandomState = np.random.default_rng(1234)
+#: Lasagne's default is numpy's global generator; a seeded RandomState of our own keeps every rank identical.
+_rng: Any = np.random.RandomState(1234)
 
 
 def set_rng(rng) -> None:
-    """Use ``rng`` (a ``numpy.random.Generator``, a ``RandomState`` or an int seed) for all initializers.
+    """Use ``rng`` for all initializers and noise seeds.
+
+    ``rng``: a ``numpy.random.RandomState`` (Lasagne's kind), the module
+    ``numpy.random`` itself, a ``numpy.random.Generator`` or an int seed (a new
+    ``RandomState(seed)``).
 
     Example
     -------
-    >>> set_rng(np.random.default_rng(42))
+    >>> set_rng(np.random.RandomState(42))
+    >>> get_rng().seed(42)
     """
     global _rng
     if isinstance(rng, numbers.Integral) and not isinstance(rng, bool):
-        rng = np.random.default_rng(int(rng))
-    if not isinstance(rng, (np.random.Generator, np.random.RandomState)):
-        raise ValueError(f"set_rng: expected a numpy Generator, RandomState or int seed, got {rng!r}")
+        rng = np.random.RandomState(int(rng))
+    if not (isinstance(rng, (np.random.Generator, np.random.RandomState)) or rng is np.random):
+        raise ValueError(f"set_rng: expected a numpy RandomState, Generator, numpy.random or an int seed, got {rng!r}")
     _rng = rng
 
 
 def get_rng():
-    """The generator the initializers draw from.
+    """The generator the initializers draw from (a ``RandomState`` unless :func:`set_rng` was given another kind).
 
     Example
     -------
@@ -59,6 +66,19 @@ def get_rng():
     True
     """
     return _rng
+
+
+def random_int(high: int) -> int:
+    """One int in ``[0, high)`` from :func:`get_rng`, whatever its kind (``randint`` or ``integers``).
+
+    Example
+    -------
+    >>> 0 <= random_int(10) < 10
+    True
+    """
+    rng = get_rng()
+    draw = rng.integers if isinstance(rng, np.random.Generator) else rng.randint
+    return int(draw(high))
 
 
 def _floatX(a):
@@ -76,7 +96,14 @@ def _gain(gain, who):
 def _check_shape(shape, who, min_ndim=0):
     shape = tuple(shape)
     if len(shape) < min_ndim:
-        raise ValueError(f"{who} needs a shape with at least {min_ndim} dimensions, got {shape}")
+        raise RuntimeError(f"{who} needs a shape with at least {min_ndim} dimensions, got {shape}")
+    return shape
+
+
+def _check_c01b(shape, who):
+    shape = tuple(shape)
+    if len(shape) != 4:
+        raise RuntimeError(f"{who}(c01b=True) needs a 4-D shape (channels, rows, cols, batch), got {shape}")
     return shape
 
 
@@ -171,18 +198,44 @@ class Uniform(Initializer):
         return _floatX(get_rng().uniform(low=self.range[0], high=self.range[1], size=tuple(shape)))
 
 
-class _Glorot(Initializer):
-    def __init__(self, gain=1.0):
+class Glorot(Initializer):
+    """Glorot/Xavier scaling of ``initializer``: std = gain * sqrt(2 / ((fan_in + fan_out) * receptive field)).
+
+    Parameters
+    ----------
+    initializer : class
+        An initializer class taking ``std=`` (:class:`Normal`, :class:`Uniform`).
+    gain : float or 'relu'
+    c01b : bool
+        Filters laid out (channels, rows, cols, filters) (cuda-convnet): fans are
+        ``shape[0]`` and ``shape[3]``, the receptive field ``shape[1] * shape[2]``.
+
+    Example
+    -------
+    >>> Glorot(Normal).sample((4, 3)).shape
+    (4, 3)
+    """
+
+    def __init__(self, initializer, gain=1.0, c01b=False):
+        self.initializer = initializer
         self.gain = _gain(gain, type(self).__name__)
+        self.c01b = bool(c01b)
 
     def std(self, shape):
-        shape = _check_shape(shape, type(self).__name__, 2)
-        n1, n2 = shape[:2]
-        receptive = int(np.prod(shape[2:]))
-        return self.gain * np.sqrt(2.0 / ((n1 + n2) * receptive))
+        who = type(self).__name__
+        if self.c01b:
+            shape = _check_c01b(shape, who)
+            fans, receptive = shape[0] + shape[3], shape[1] * shape[2]
+        else:
+            shape = _check_shape(shape, who, 2)
+            fans, receptive = shape[0] + shape[1], int(np.prod(shape[2:]))
+        return self.gain * np.sqrt(2.0 / (fans * receptive))
+
+    def sample(self, shape):
+        return self.initializer(std=self.std(shape)).sample(shape)
 
 
-class GlorotNormal(_Glorot):
+class GlorotNormal(Glorot):
     """Glorot/Xavier normal: std = gain * sqrt(2 / (fan_in + fan_out)).
 
     Example
@@ -191,11 +244,11 @@ class GlorotNormal(_Glorot):
     True
     """
 
-    def sample(self, shape):
-        return Normal(self.std(shape)).sample(shape)
+    def __init__(self, gain=1.0, c01b=False):
+        super().__init__(Normal, gain, c01b)
 
 
-class GlorotUniform(_Glorot):
+class GlorotUniform(Glorot):
     """Glorot/Xavier uniform on ±gain * sqrt(6 / (fan_in + fan_out)).
 
     Example
@@ -205,21 +258,41 @@ class GlorotUniform(_Glorot):
     True
     """
 
-    def sample(self, shape):
-        return Uniform(std=self.std(shape)).sample(shape)
+    def __init__(self, gain=1.0, c01b=False):
+        super().__init__(Uniform, gain, c01b)
 
 
-class _He(Initializer):
-    def __init__(self, gain=1.0):
+class He(Initializer):
+    """He scaling of ``initializer``: std = gain * sqrt(1 / fan_in).
+
+    ``fan_in`` is ``shape[0]`` for a matrix, ``prod(shape[1:])`` for filters and
+    ``prod(shape[:3])`` with ``c01b=True`` (cuda-convnet's filter layout).
+
+    Example
+    -------
+    >>> He(Uniform, c01b=True).sample((2, 3, 3, 8)).shape
+    (2, 3, 3, 8)
+    """
+
+    def __init__(self, initializer, gain=1.0, c01b=False):
+        self.initializer = initializer
         self.gain = _gain(gain, type(self).__name__)
+        self.c01b = bool(c01b)
 
     def std(self, shape):
-        shape = _check_shape(shape, type(self).__name__, 2)
-        fan_in = shape[0] if len(shape) == 2 else int(np.prod(shape[1:]))
+        who = type(self).__name__
+        if self.c01b:
+            fan_in = int(np.prod(_check_c01b(shape, who)[:3]))
+        else:
+            shape = _check_shape(shape, who, 2)
+            fan_in = shape[0] if len(shape) == 2 else int(np.prod(shape[1:]))
         return self.gain * np.sqrt(1.0 / fan_in)
 
+    def sample(self, shape):
+        return self.initializer(std=self.std(shape)).sample(shape)
 
-class HeNormal(_He):
+
+class HeNormal(He):
     """He normal: std = gain * sqrt(1 / fan_in); use ``gain='relu'`` for ReLU nets.
 
     Example
@@ -228,11 +301,11 @@ class HeNormal(_He):
     (8, 3, 3, 3)
     """
 
-    def sample(self, shape):
-        return Normal(self.std(shape)).sample(shape)
+    def __init__(self, gain=1.0, c01b=False):
+        super().__init__(Normal, gain, c01b)
 
 
-class HeUniform(_He):
+class HeUniform(He):
     """He uniform on ±gain * sqrt(3 / fan_in).
 
     Example
@@ -241,8 +314,37 @@ class HeUniform(_He):
     True
     """
 
+    def __init__(self, gain=1.0, c01b=False):
+        super().__init__(Uniform, gain, c01b)
+
+
+class Sparse(Initializer):
+    """A matrix whose columns each have ``int(sparsity * rows)`` nonzero entries, drawn from N(0, std).
+
+    Example
+    -------
+    >>> w = Sparse(sparsity=0.5).sample((4, 3))
+    >>> (w != 0).sum(axis=0).tolist()
+    [2, 2, 2]
+    """
+
+    def __init__(self, sparsity=0.1, std=0.01):
+        if not 0 <= sparsity <= 1:
+            raise ValueError(f"Sparse: sparsity must be in [0, 1], got {sparsity!r}")
+        self.sparsity, self.std = sparsity, std
+
     def sample(self, shape):
-        return Uniform(std=self.std(shape)).sample(shape)
+        shape = tuple(shape)
+        if len(shape) != 2:
+            raise RuntimeError(f"Sparse needs a 2-D shape, got {shape}")
+        rows, cols = shape
+        nonzero = int(self.sparsity * rows)
+        w = np.zeros(shape, dtype=pytensor.config.floatX)
+        rng = get_rng()
+        for col in range(cols):
+            picked = rng.permutation(rows)[:nonzero]
+            w[picked, col] = rng.normal(0.0, self.std, size=nonzero)
+        return w
 
 
 class Orthogonal(Initializer):

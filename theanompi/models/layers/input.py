@@ -33,7 +33,8 @@ class InputLayer(Layer):
         parameters (features, channels) must be known.
     input_var : TensorVariable, optional
         The input expression; by default a new floatX tensor with
-        ``len(shape)`` dimensions (no static shape, so any batch size works).
+        ``len(shape)`` dimensions, broadcastable where ``shape`` says 1 (the
+        other dimensions take any size).
     name : str, optional
 
     Raises
@@ -61,8 +62,9 @@ class InputLayer(Layer):
         self.shape = tuple(None if s is None else int(s) for s in shape)
         ndim = len(self.shape)
         if input_var is None:
+            # size-1 dimensions are broadcastable (as in Lasagne); the others take any size
             input_var = pt.tensor(name=f"{name}.input" if name else "input", dtype=pytensor.config.floatX,
-                                  shape=(None,) * ndim)
+                                  shape=tuple(1 if s == 1 else None for s in self.shape))
         elif not isinstance(input_var, Variable):
             raise ValueError(f"InputLayer: input_var must be a pytensor variable, got {type(input_var).__name__}")
         elif input_var.ndim != ndim:
@@ -71,8 +73,6 @@ class InputLayer(Layer):
         self.input_var = input_var
         self.name = name
         self.params = OrderedDict()
-        self.input_layer = None
-        self.input_shape = self.shape
         self.get_output_kwargs = []
 
     @property

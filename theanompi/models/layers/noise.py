@@ -1,4 +1,4 @@
-"""Stochastic layers: :class:`DropoutLayer` and :class:`GaussianNoiseLayer`.
+"""Stochastic layers: :class:`DropoutLayer` (:func:`dropout_channels`, ...), :class:`GaussianNoiseLayer`.
 
 Each training-mode output (``deterministic=False``) draws from its own pytensor
 random generator, a shared variable whose state ``pytensor.function`` advances
@@ -24,15 +24,28 @@ import pytensor.tensor as pt
 from theanompi.models.layers import init
 from theanompi.models.layers.base import Layer, set_state_update
 
-__all__ = ["DropoutLayer", "GaussianNoiseLayer", "dropout"]
+__all__ = [
+    "DropoutLayer", "GaussianNoiseLayer", "RandomDrawLayer", "dropout", "dropout_channels", "dropout_locations",
+    "spatial_dropout",
+]
 
 
-class _RandomLayer(Layer):
+class RandomDrawLayer(Layer):
+    """Base of layers that draw random numbers while training, seeded from :func:`init.get_rng` when built.
+
+    Every draw comes from a fresh shared generator whose state
+    ``pytensor.function`` advances after each call (a new draw per call).
+
+    Example
+    -------
+    >>> layer = RandomDrawLayer((None, 2))
+    >>> layer.draw_uniform((2, 3), 0.0, 1.0, "float32").eval().shape
+    (2, 3)
+    """
+
     def __init__(self, incoming, **kwargs):
         super().__init__(incoming, **kwargs)
-        rng = init.get_rng()
-        high = 2**31 - 1
-        self._seed = int(rng.integers(high) if isinstance(rng, np.random.Generator) else rng.randint(high))
+        self._seed = init.random_int(2**31 - 1)
         self._draws = 0
 
     def _new_rng(self):
@@ -40,8 +53,22 @@ class _RandomLayer(Layer):
         self._draws += 1
         return pt.random.shared_rng(np.random.default_rng([self._seed, self._draws]), name=f"{self.name or 'rng'}")
 
+    def draw_uniform(self, shape, low, high, dtype):
+        """Uniform draws in ``[low, high)`` of ``shape`` (ints or scalar expressions), as ``dtype``."""
+        rng = self._new_rng()
+        next_rng, values = rng.uniform(low, high, size=shape)
+        set_state_update(rng, next_rng)
+        return values.astype(dtype)
 
-class DropoutLayer(_RandomLayer):
+    def draw_normal(self, shape, dtype):
+        """Standard normal draws of ``shape``, as ``dtype``."""
+        rng = self._new_rng()
+        next_rng, values = rng.normal(0.0, 1.0, size=shape)
+        set_state_update(rng, next_rng)
+        return values.astype(dtype)
+
+
+class DropoutLayer(RandomDrawLayer):
     """Sets input entries to zero with probability ``p`` (training only).
 
     Parameters
@@ -84,10 +111,7 @@ class DropoutLayer(_RandomLayer):
         dtype = input.dtype
         retain = np.asarray(1.0 - self.p, dtype=dtype)
         shape = tuple(1 if a in self.shared_axes else input.shape[a] for a in range(input.ndim))
-        rng = self._new_rng()
-        next_rng, u = rng.uniform(size=shape)
-        set_state_update(rng, next_rng)
-        mask = pt.lt(u, retain).astype(dtype)
+        mask = pt.lt(self.draw_uniform(shape, 0.0, 1.0, dtype), retain).astype(dtype)
         if self.shared_axes:
             mask = pt.specify_broadcastable(mask, *self.shared_axes)
         out = input * mask
@@ -99,7 +123,37 @@ class DropoutLayer(_RandomLayer):
 dropout = DropoutLayer
 
 
-class GaussianNoiseLayer(_RandomLayer):
+def dropout_channels(incoming, *args, **kwargs):
+    """A :class:`DropoutLayer` that drops whole channels: one mask value per (example, channel).
+
+    Arguments as for :class:`DropoutLayer`, except ``shared_axes``.
+
+    Example
+    -------
+    >>> dropout_channels((None, 8, 4, 4), p=0.2).shared_axes
+    (2, 3)
+    """
+    ndim = len(getattr(incoming, "output_shape", incoming))
+    return DropoutLayer(incoming, *args, **{**kwargs, "shared_axes": tuple(range(2, ndim))})
+
+
+spatial_dropout = dropout_channels
+
+
+def dropout_locations(incoming, *args, **kwargs):
+    """A :class:`DropoutLayer` that drops whole locations: one mask value per position, shared over the channels.
+
+    Arguments as for :class:`DropoutLayer`, except ``shared_axes``.
+
+    Example
+    -------
+    >>> dropout_locations((None, 8, 4, 4)).shared_axes
+    (1,)
+    """
+    return DropoutLayer(incoming, *args, **{**kwargs, "shared_axes": (1,)})
+
+
+class GaussianNoiseLayer(RandomDrawLayer):
     """Adds zero-mean Gaussian noise of standard deviation ``sigma`` (training only).
 
     Example
@@ -117,7 +171,5 @@ class GaussianNoiseLayer(_RandomLayer):
     def get_output_for(self, input, deterministic=False, **kwargs):
         if deterministic or self.sigma == 0:
             return input
-        rng = self._new_rng()
-        next_rng, noise = rng.normal(0.0, 1.0, size=input.shape)
-        set_state_update(rng, next_rng)
-        return input + noise.astype(input.dtype) * np.asarray(self.sigma, dtype=input.dtype)
+        noise = self.draw_normal(input.shape, input.dtype)
+        return input + noise * np.asarray(self.sigma, dtype=input.dtype)

@@ -15,7 +15,7 @@ import numpy as np
 import pytensor.tensor as pt
 
 __all__ = [
-    "LeakyRectify", "ScaledTanH", "elu", "identity", "leaky_rectify", "linear", "rectify", "selu",
+    "LeakyRectify", "SELU", "ScaledTanH", "elu", "identity", "leaky_rectify", "linear", "rectify", "selu",
     "sigmoid", "softmax", "softplus", "tanh", "very_leaky_rectify",
 ]
 
@@ -75,13 +75,15 @@ class ScaledTanH:
 
 
 def rectify(x):
-    """ReLU: max(x, 0).
+    """ReLU: max(x, 0); a numpy array gives a numpy array (as Theano's ``relu`` did).
 
     Example
     -------
-    >>> rectify(pt.vector()).ndim
-    1
+    >>> rectify(pt.vector()).ndim, rectify(np.array([-1.0, 2.0])).tolist()
+    (1, [0.0, 2.0])
     """
+    if isinstance(x, np.ndarray):
+        return np.maximum(x, 0)
     return pt.maximum(x, _c(0, x))
 
 
@@ -118,16 +120,28 @@ def elu(x):
     return pt.switch(pt.gt(x, 0), x, pt.expm1(pt.minimum(x, _c(0, x))))
 
 
-def selu(x):
-    """Scaled ELU (Klambauer et al. 2017): scale * (x if x > 0 else alpha * (exp(x) - 1)).
+class SELU:
+    """Scaled exponential linear unit: ``scale * (x if x > 0 else scale_neg * (exp(x) - 1))``.
+
+    Klambauer et al. 2017; :data:`selu` is the instance with their constants.
 
     Example
     -------
-    >>> selu(pt.vector()).ndim
-    1
+    >>> x = pt.vector()
+    >>> SELU(scale=2.0, scale_neg=0.5)(x).eval({x: np.array([1.0, 0.0], x.dtype)}).tolist()
+    [2.0, 0.0]
     """
-    alpha, scale = 1.6732632423543772, 1.0507009873554805
-    return _c(scale, x) * pt.switch(pt.gt(x, 0), x, _c(alpha, x) * pt.expm1(pt.minimum(x, _c(0, x))))
+
+    def __init__(self, scale=1.0, scale_neg=1.0):
+        self.scale, self.scale_neg = scale, scale_neg
+
+    def __call__(self, x):
+        negative = _c(self.scale_neg, x) * pt.expm1(pt.minimum(x, _c(0, x)))
+        return _c(self.scale, x) * pt.switch(pt.gt(x, 0), x, negative)
+
+
+#: SELU with the self-normalising constants of Klambauer et al. (lambda ~ 1.0507, alpha ~ 1.6733).
+selu = SELU(scale=1.0507009873554804934193349852946, scale_neg=1.6732632423543772848170429916717)
 
 
 def softplus(x):

@@ -47,10 +47,11 @@ from theanompi.models.layers import init, nonlinearities
 from theanompi.models.layers.base import Layer, attach_update
 from theanompi.models.layers.dense import NonlinearityLayer
 from theanompi.models.layers.helper import get_all_layers
+from theanompi.models.layers.special import BiasLayer, ScaleLayer
 
 __all__ = [
-    "BatchNormLayer", "LocalResponseNormalization2DLayer", "batch_norm", "get_running_stats", "pool_running_stats",
-    "sync_running_stats",
+    "BatchNormLayer", "LocalResponseNormalization2DLayer", "StandardizationLayer", "batch_norm", "get_running_stats",
+    "instance_norm", "layer_norm", "pool_running_stats", "sync_running_stats",
 ]
 
 
@@ -126,14 +127,15 @@ class BatchNormLayer(Layer):
         self.epsilon, self.alpha = float(epsilon), float(alpha)
         shape = tuple(size for axis, size in enumerate(self.input_shape) if axis not in self.axes)
         if any(size is None for size in shape):
-            raise ValueError(f"BatchNormLayer: the dimensions not normalised over must be known, got input shape "
-                             f"{self.input_shape} with axes {self.axes}")
+            raise ValueError(f"BatchNormLayer needs specified input sizes for all axes not normalized over, got "
+                             f"input shape {self.input_shape} with axes {self.axes}")
         self.beta = None if beta is None else self.add_param(beta, shape, "beta", trainable=True,
                                                              regularizable=False)
         self.gamma = None if gamma is None else self.add_param(gamma, shape, "gamma", trainable=True,
                                                                regularizable=True)
-        self.mean = self.add_param(mean, shape, "mean", trainable=False, regularizable=False)
-        self.inv_std = self.add_param(inv_std, shape, "inv_std", trainable=False, regularizable=False)
+        self.mean = self.add_param(mean, shape, "mean", trainable=False, regularizable=False, batch_norm_stat=True)
+        self.inv_std = self.add_param(inv_std, shape, "inv_std", trainable=False, regularizable=False,
+                                      batch_norm_stat=True)
 
     def get_output_for(self, input, deterministic=False, batch_norm_use_averages=None,
                        batch_norm_update_averages=None, batch_norm_fused=True, **kwargs):
@@ -175,10 +177,10 @@ class BatchNormLayer(Layer):
 
     def _running_aliases(self, batch_mean, batch_inv_std):
         """Aliases of ``mean``/``inv_std`` that move them towards the batch's statistics when compiled."""
-        a = np.asarray(self.alpha, dtype=batch_mean.dtype)
-        one_minus_a = np.asarray(1.0 - self.alpha, dtype=batch_mean.dtype)
-        return (attach_update(self.mean, lambda r: one_minus_a * r + a * batch_mean),
-                attach_update(self.inv_std, lambda r: one_minus_a * r + a * batch_inv_std))
+        a = np.asarray(self.alpha, dtype=self.mean.dtype)
+        one_minus_a = np.asarray(1.0 - self.alpha, dtype=self.mean.dtype)
+        return (attach_update(self.mean, lambda r: one_minus_a * r + a * batch_mean.astype(r.dtype)),
+                attach_update(self.inv_std, lambda r: one_minus_a * r + a * batch_inv_std.astype(r.dtype)))
 
     def _gamma_beta(self, input):
         """gamma and beta in ``input``'s dtype (ones and zeros for a layer without them)."""
@@ -206,6 +208,26 @@ class BatchNormLayer(Layer):
         return out
 
 
+def _take_over(layer, suffix, name):
+    """Make ``layer`` linear and bias-free for a normalization on top: ``(its nonlinearity, the stack's name)``.
+
+    The nonlinearity (None if it had none) is replaced by the identity; the
+    bias is removed from the layer and its parameters. The name is ``name``,
+    else the layer's name with ``suffix``, else None.
+    """
+    nonlinearity = getattr(layer, "nonlinearity", None)
+    if nonlinearity is not None:
+        layer.nonlinearity = nonlinearities.identity
+    if getattr(layer, "b", None) is not None:
+        del layer.params[layer.b]
+        layer.b = None
+    return nonlinearity, name or (f"{layer.name}{suffix}" if getattr(layer, "name", None) else None)
+
+
+def _suffixed(name, suffix):
+    return f"{name}{suffix}" if name else None
+
+
 def batch_norm(layer, **kwargs):
     """Insert batch normalization before ``layer``'s nonlinearity (Lasagne's ``batch_norm``).
 
@@ -220,17 +242,106 @@ def batch_norm(layer, **kwargs):
     >>> [type(l).__name__ for l in get_all_layers(top)]
     ['DenseLayer', 'BatchNormLayer', 'NonlinearityLayer']
     """
-    nonlinearity = getattr(layer, "nonlinearity", None)
-    if nonlinearity is not None:
-        layer.nonlinearity = nonlinearities.identity
-    if getattr(layer, "b", None) is not None:
-        del layer.params[layer.b]
-        layer.b = None
-    name = kwargs.pop("name", None) or (f"{layer.name}_bn" if getattr(layer, "name", None) else None)
+    nonlinearity, name = _take_over(layer, "_bn", kwargs.pop("name", None))
     layer = BatchNormLayer(layer, name=name, **kwargs)
     if nonlinearity is not None and nonlinearity is not nonlinearities.identity:
-        layer = NonlinearityLayer(layer, nonlinearity, name=f"{name}_nonlin" if name else None)
+        layer = NonlinearityLayer(layer, nonlinearity, name=_suffixed(name, "_nonlin"))
     return layer
+
+
+class StandardizationLayer(Layer):
+    """Standardizes each example on its own: ``(x - mean) / sqrt(var + epsilon)`` over ``axes`` (no parameters).
+
+    Unlike batch normalization, the statistics are the example's own (no
+    batch axis, nothing kept between batches), the same in training and inference.
+
+    Parameters
+    ----------
+    incoming : Layer or tuple
+    axes : 'auto', 'spatial', 'features', int or tuple of int
+        ``'spatial'``: all axes after the second (instance normalization);
+        ``'features'``: all after the first (layer normalization); ``'auto'``:
+        ``'spatial'``, or axis 1 for a 2-D input.
+    epsilon : float
+        Added to the variance.
+
+    Example
+    -------
+    >>> x = pt.constant(np.array([[1.0, 3.0], [0.0, 4.0]], "float32"))
+    >>> np.round(StandardizationLayer((None, 2), epsilon=0).get_output_for(x).eval(), 6).tolist()
+    [[-1.0, 1.0], [-1.0, 1.0]]
+    """
+
+    def __init__(self, incoming, axes="auto", epsilon=1e-4, **kwargs):
+        super().__init__(incoming, **kwargs)
+        ndim = len(self.input_shape)
+        if axes == "auto":
+            axes = (1,) if ndim == 2 else tuple(range(2, ndim))
+        elif axes == "spatial":
+            axes = tuple(range(2, ndim))
+        elif axes == "features":
+            axes = tuple(range(1, ndim))
+        elif isinstance(axes, numbers.Integral):
+            axes = (int(axes),)
+        self.axes = tuple(axes)
+        self.epsilon = epsilon
+
+    def get_output_for(self, input, **kwargs):
+        mean = input.mean(self.axes, keepdims=True)
+        std = pt.sqrt(input.var(self.axes, keepdims=True) + np.asarray(self.epsilon, dtype=input.dtype))
+        return (input - mean) / std
+
+
+def _learned_affine(layer, name, learn_scale, learn_bias, nonlinearity):
+    """``layer`` topped by a :class:`ScaleLayer`, a :class:`BiasLayer` and a NonlinearityLayer, as asked."""
+    if learn_scale:
+        layer = ScaleLayer(layer, shared_axes="auto", name=_suffixed(name, "_scale"))
+    if learn_bias:
+        layer = BiasLayer(layer, shared_axes="auto", name=_suffixed(name, "_bias"))
+    if nonlinearity is not None:
+        layer = NonlinearityLayer(layer, nonlinearity, name=_suffixed(name, "_nonlin"))
+    return layer
+
+
+def instance_norm(layer, learn_scale=True, learn_bias=True, **kwargs):
+    """Instance normalization (Ulyanov et al. 2016) before ``layer``'s nonlinearity.
+
+    Like :func:`batch_norm`: the layer's bias and nonlinearity are taken
+    over; on top come a :class:`StandardizationLayer` over the spatial axes
+    (``kwargs``), a learned per-channel :class:`ScaleLayer` and
+    :class:`BiasLayer` (unless ``learn_scale`` / ``learn_bias`` are False) and
+    the nonlinearity. Names: ``name`` (or the layer's name + ``'_in'``) with
+    ``_scale``, ``_bias``, ``_nonlin``.
+
+    Example
+    -------
+    >>> from theanompi.models.layers import Conv2DLayer, get_all_layers
+    >>> top = instance_norm(Conv2DLayer((None, 3, 8, 8), 4, 3, name="conv"))
+    >>> [layer.name for layer in get_all_layers(top)[1:]]
+    ['conv_in', 'conv_in_scale', 'conv_in_bias', 'conv_in_nonlin']
+    """
+    nonlinearity, name = _take_over(layer, "_in", kwargs.pop("name", None))
+    layer = StandardizationLayer(layer, axes="spatial", name=name, **kwargs)
+    return _learned_affine(layer, name, learn_scale, learn_bias, nonlinearity)
+
+
+def layer_norm(layer, **kwargs):
+    """Layer normalization (Ba et al. 2016) before ``layer``'s nonlinearity.
+
+    As :func:`instance_norm`, with the statistics over all axes but the first
+    (``'features'``) and always a learned scale and bias. Names: ``name`` (or
+    the layer's name + ``'_ln'``) with ``_scale``, ``_bias``, ``_nonlin``.
+
+    Example
+    -------
+    >>> from theanompi.models.layers import DenseLayer
+    >>> top = layer_norm(DenseLayer((None, 10), 5))
+    >>> type(top).__name__, type(top.input_layer).__name__
+    ('NonlinearityLayer', 'BiasLayer')
+    """
+    nonlinearity, name = _take_over(layer, "_ln", kwargs.pop("name", None))
+    layer = StandardizationLayer(layer, axes="features", name=name, **kwargs)
+    return _learned_affine(layer, name, True, True, nonlinearity)
 
 
 def get_running_stats(layer_or_layers):
@@ -331,7 +442,9 @@ class LocalResponseNormalization2DLayer(Layer):
     Raises
     ------
     ValueError
-        For a non-4-D input, an even or non-positive ``n`` or ``k <= 0``.
+        For a non-4-D input, a non-positive ``n`` or ``k <= 0``.
+    NotImplementedError
+        For an even ``n`` (as Lasagne).
 
     Example
     -------
@@ -345,8 +458,10 @@ class LocalResponseNormalization2DLayer(Layer):
         cls = "LocalResponseNormalization2DLayer"
         if len(self.input_shape) != 4:
             raise ValueError(f"{cls}: input must be 4-D (batch, channels, rows, cols), got shape {self.input_shape}")
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1 or n % 2 == 0:
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
             raise ValueError(f"{cls}: n must be an odd positive int (the window is centred), got {n!r}")
+        if n % 2 == 0:
+            raise NotImplementedError(f"{cls}: only odd n are supported (the window is centred), got {n!r}")
         if not k > 0:
             raise ValueError(f"{cls}: k must be > 0, got {k!r}")
         self.alpha, self.k, self.beta, self.n = float(alpha), float(k), float(beta), int(n)

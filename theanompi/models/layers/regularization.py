@@ -16,10 +16,6 @@ Example
 
 from __future__ import annotations
 
-import numpy as np
-import pytensor
-import pytensor.tensor as pt
-
 from theanompi.models.layers.helper import get_all_params
 from theanompi.models.layers.objectives import l1, l2
 
@@ -32,20 +28,20 @@ _REGULARIZABLE = {"regularizable": True}
 
 
 def apply_penalty(tensor_or_tensors, penalty, **kwargs):
-    """``sum(penalty(t, **kwargs) for t in tensors)`` (one tensor: ``penalty(tensor, **kwargs)``; none: 0).
+    """``sum(penalty(t, **kwargs) for t in tensors)`` (one tensor: ``penalty(tensor, **kwargs)``).
+
+    An empty list (e.g. the parameters of a pooling layer) gives the Python
+    int 0, as in Lasagne: adding it to a loss leaves the loss as it is.
 
     Example
     -------
     >>> import numpy as np, pytensor
     >>> w = pytensor.shared(np.full(3, 2.0))
-    >>> float(apply_penalty([w, w], l2).eval())
-    24.0
+    >>> float(apply_penalty([w, w], l2).eval()), apply_penalty([], l2)
+    (24.0, 0)
     """
     if isinstance(tensor_or_tensors, (list, tuple)):
-        tensors = list(tensor_or_tensors)
-        if not tensors:  # e.g. a pooling layer: nothing to penalise
-            return pt.constant(np.asarray(0.0, dtype=pytensor.config.floatX))
-        return sum(penalty(t, **kwargs) for t in tensors)
+        return sum(penalty(t, **kwargs) for t in tensor_or_tensors)
     return penalty(tensor_or_tensors, **kwargs)
 
 

@@ -26,8 +26,9 @@ import pytensor.tensor as pt
 from pytensor.compile.sharedvalue import SharedVariable
 
 __all__ = [
-    "adadelta", "adagrad", "adam", "apply_momentum", "apply_nesterov_momentum", "get_or_compute_grads", "momentum",
-    "nesterov_momentum", "rmsprop", "sgd", "total_norm_constraint",
+    "adadelta", "adagrad", "adam", "adamax", "amsgrad", "apply_momentum", "apply_nesterov_momentum",
+    "get_or_compute_grads", "momentum", "nesterov_momentum", "norm_constraint", "rmsprop", "sgd",
+    "total_norm_constraint",
 ]
 
 
@@ -55,11 +56,12 @@ def get_or_compute_grads(loss_or_grads, params):
     params = list(params)
     bad = [p for p in params if not isinstance(p, SharedVariable)]
     if bad:
-        raise ValueError(f"params must be shared variables (to be updated), got {bad!r}")
+        raise ValueError(f"params must be shared variables (to be updated), got {bad!r}; "
+                         "lasagne.utils.collect_shared_vars gives those of parameter expressions")
     if isinstance(loss_or_grads, (list, tuple)):
         if len(loss_or_grads) != len(params):
             raise ValueError(f"got {len(loss_or_grads)} gradients for {len(params)} parameters")
-        return list(loss_or_grads)
+        return loss_or_grads
     return pytensor.grad(loss_or_grads, params)
 
 
@@ -183,6 +185,73 @@ def adam(loss_or_grads, params, learning_rate=0.001, beta1=0.9, beta2=0.999, eps
     return updates
 
 
+def _step_counter(params):
+    """``(t_prev, t, dtype)``: a shared step count (0) and its next value, in the params' dtype."""
+    dtype = params[0].dtype if params else pytensor.config.floatX
+    t_prev = pytensor.shared(np.asarray(0, dtype=dtype), name="step_count")
+    return t_prev, t_prev + _const(1, dtype), dtype
+
+
+def adamax(loss_or_grads, params, learning_rate=0.002, beta1=0.9, beta2=0.999, epsilon=1e-8):
+    """AdaMax (Kingma & Ba 2014, section 7): Adam with the infinity norm.
+
+    ``m <- b1*m + (1-b1)*g``; ``u <- max(b2*u, |g|)``; ``p <- p - lr/(1-b1**t) * m / (u + eps)``.
+
+    Example
+    -------
+    >>> w = pytensor.shared(np.ones(2, "float32"))
+    >>> len(adamax(pt.sum(w), [w]))
+    4
+    """
+    grads = get_or_compute_grads(loss_or_grads, params)
+    t_prev, t, dtype = _step_counter(params)
+    a_t = _const(learning_rate, dtype) / (_const(1, dtype) - _const(beta1, dtype) ** t)
+    updates = OrderedDict()
+    for param, g in zip(params, grads):
+        pd = param.dtype
+        m_prev = _zeros_like(param, f"adamax_m_{param.name}")
+        u_prev = _zeros_like(param, f"adamax_u_{param.name}")
+        m = _const(beta1, pd) * m_prev + _const(1 - beta1, pd) * g
+        u = pt.maximum(_const(beta2, pd) * u_prev, pt.abs(g))
+        updates[m_prev] = m.astype(pd)
+        updates[u_prev] = u.astype(pd)
+        updates[param] = (param - a_t.astype(pd) * m / (u + _const(epsilon, pd))).astype(pd)
+    updates[t_prev] = t.astype(dtype)
+    return updates
+
+
+def amsgrad(loss_or_grads, params, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8):
+    """AMSGrad (Reddi et al. 2018): Adam dividing by the running maximum of ``v``.
+
+    ``v_hat <- max(v_hat, v)``; ``p <- p - lr*sqrt(1-b2**t)/(1-b1**t) * m / (sqrt(v_hat) + eps)``.
+
+    Example
+    -------
+    >>> w = pytensor.shared(np.ones(2, "float32"))
+    >>> len(amsgrad(pt.sum(w), [w]))
+    5
+    """
+    grads = get_or_compute_grads(loss_or_grads, params)
+    t_prev, t, dtype = _step_counter(params)
+    one = _const(1, dtype)
+    a_t = _const(learning_rate, dtype) * pt.sqrt(one - _const(beta2, dtype) ** t) / (one - _const(beta1, dtype) ** t)
+    updates = OrderedDict()
+    for param, g in zip(params, grads):
+        pd = param.dtype
+        m_prev = _zeros_like(param, f"amsgrad_m_{param.name}")
+        v_prev = _zeros_like(param, f"amsgrad_v_{param.name}")
+        v_hat_prev = _zeros_like(param, f"amsgrad_v_hat_{param.name}")
+        m = _const(beta1, pd) * m_prev + _const(1 - beta1, pd) * g
+        v = _const(beta2, pd) * v_prev + _const(1 - beta2, pd) * g ** 2
+        v_hat = pt.maximum(v_hat_prev, v)
+        updates[m_prev] = m.astype(pd)
+        updates[v_prev] = v.astype(pd)
+        updates[v_hat_prev] = v_hat.astype(pd)
+        updates[param] = (param - a_t.astype(pd) * m / (pt.sqrt(v_hat) + _const(epsilon, pd))).astype(pd)
+    updates[t_prev] = t.astype(dtype)
+    return updates
+
+
 def _scaled_by_gradient_history(loss_or_grads, params, learning_rate, rho, epsilon, name):
     """Shared body of AdaGrad (``rho=None``: plain sum) and RMSProp (moving average ``rho``) of squared gradients.
 
@@ -251,6 +320,37 @@ def adadelta(loss_or_grads, params, learning_rate=1.0, rho=0.95, epsilon=1e-6):
         updates[param] = (param - _const(learning_rate, pd) * step).astype(pd)
         updates[delta_acc_prev] = (r * delta_acc_prev + one_minus_r * step ** 2).astype(pd)
     return updates
+
+
+def norm_constraint(tensor_var, max_norm, norm_axes=None, epsilon=1e-7):
+    """``tensor_var`` rescaled so that each norm over ``norm_axes`` is at most ``max_norm`` (max-norm regularisation).
+
+    ``norm_axes`` defaults to the input axes of a weight tensor: 0 for a
+    dense ``W``, all but axis 0 for convolution filters (2-D to 5-D).
+
+    Raises
+    ------
+    ValueError
+        For another number of dimensions without ``norm_axes``.
+
+    Example
+    -------
+    >>> w = pytensor.shared(np.array([[3.0, 0.0], [4.0, 0.5]], "float32"))
+    >>> np.round(norm_constraint(w, 1.0).eval().astype(float), 3).tolist()
+    [[0.6, 0.0], [0.8, 0.5]]
+    """
+    ndim = tensor_var.ndim
+    if norm_axes is None:
+        if ndim == 2:
+            norm_axes = (0,)
+        elif ndim in (3, 4, 5):
+            norm_axes = tuple(range(1, ndim))
+        else:
+            raise ValueError(f"norm_constraint: Unsupported tensor dimensionality {ndim}; give norm_axes")
+    dtype = tensor_var.dtype
+    norms = pt.sqrt(pt.sum(pt.square(tensor_var), axis=tuple(norm_axes), keepdims=True))
+    target = pt.clip(norms, _const(0, dtype), _const(max_norm, dtype))
+    return tensor_var * (target / (_const(epsilon, dtype) + norms))
 
 
 def total_norm_constraint(tensor_vars, max_norm, epsilon=1e-7, return_norm=False):

@@ -47,6 +47,9 @@ The contract, implemented directly (this is not a classifier):
   zeros for the critic and the generator's gradient in generator steps;
   ``apply_update(sum)`` applies ``sum / N`` with the phase's RMSProp (and clips
   the critic). Other rules: ``train_iter`` does the whole step.
+* JAX mode (a cuda rank, or ``COMPUTE=jax``): its functions compile in the rank's
+  default mode, its shared variables live on the device, and ``apply_update``
+  hands the sum to jax as it comes (a CuPy buffer through DLPack, no copy).
 * ``record_train(loss, error, n)`` / ``record_val``: **loss** is the critic's
   Wasserstein estimate ``W`` on the batch (LSGAN: the critic's least-squares loss) (validation: on the validation images
   against the same number of generated images from fixed ``z``). **error** is not
@@ -107,6 +110,8 @@ import pytensor.tensor as pt
 from pytensor.graph.replace import clone_replace
 
 import theanompi.models.layers as L
+from theanompi.backend import arrays
+from theanompi.backend.compute import default_compute
 from theanompi.core.errors import ConfigError
 from theanompi.core.options import predicate_parser
 from theanompi.models.base import ClassifierModel
@@ -318,10 +323,11 @@ class WGAN:
                 start += size
             mean = np.asarray(1.0 / self.config.size, dtype=self.floatX)
             nc = len(self.critic_params)
+            on_device = default_compute() == "jax"  # the sum goes in as a jax array, unchecked (no host copy)
             self._fns["critic_apply"] = pytensor.function(
-                [vector], [], updates=self._rmsprop(self.critic_params, pieces[:nc], mean))
+                [vector], [], updates=self._rmsprop(self.critic_params, pieces[:nc], mean), trust_input=on_device)
             self._fns["gen_apply"] = pytensor.function(
-                [vector], [], updates=self._rmsprop(self.gen_params, pieces[nc:], mean))
+                [vector], [], updates=self._rmsprop(self.gen_params, pieces[nc:], mean), trust_input=on_device)
         else:
             self._fns["critic_step"] = pytensor.function(inputs, [w_est, gap],
                                                          updates=self._rmsprop(self.critic_params, g_critic))
@@ -354,7 +360,8 @@ class WGAN:
 
     def apply_update(self, vector_sum: np.ndarray) -> None:
         """Apply the workers' summed update vector (divided by N inside) with the phase's RMSProp."""
-        self._fns[f"{self._phase}_apply"](vector_sum)
+        fn = self._fns[f"{self._phase}_apply"]
+        fn(arrays.to_jax(vector_sum, dtype=self.floatX) if fn.trust_input else vector_sum)
 
     def val_iter(self, count: int, recorder) -> None:
         with recorder.timer("wait"):

@@ -36,10 +36,11 @@ from theanompi.rules.easgd.protocol import (
     take_start_point,
 )
 from theanompi.rules.easgd.step_ledger import StepLedger
+from theanompi.runtime.epoch_progress import EpochProgress
 from theanompi.runtime.model_build import build_model, n_epochs_for
 from theanompi.runtime.rank_context import RankContext
 from theanompi.runtime.records import Progress, end_session, epoch_metrics
-from theanompi.session.checkpoint import load_checkpoint, save_checkpoint
+from theanompi.session.checkpoint import load_checkpoint, nothing_to_train, save_checkpoint
 from theanompi.session.recorder import Recorder
 from theanompi.session.watchdog import ACTIVITY
 
@@ -86,6 +87,7 @@ class EASGDServer:
         # one row per exchange served: no warm-up step of its own; the build and first validation call are compile
         self.recorder = Recorder(self.ctx.spec.run_dir, write=True, warmup_iterations=0)
         self.recorder.record_phase("compile", time.perf_counter() - build_start)
+        self.recorder.open_board(self.ctx.spec)
         self.n_epochs = n_epochs_for(self.model, self.options)
         self.alpha = self.fused.dtype.type(self.options.alpha)
 
@@ -112,7 +114,8 @@ class EASGDServer:
         self.pending: list[list] = [[] for _ in self.worker_ranks]
         self.exchanges = [0] * self.n_workers
         self.reported_wait = [(0.0, 0)] * self.n_workers  # (seconds, exchanges) each worker last reported
-        self.progress = Progress(self.n_epochs)
+        self.progress = Progress(self.n_epochs, self.epochs_done)
+        self.epoch_progress = EpochProgress.for_this_rank(self.n_epochs, self.options.progress_every)
         self.snapshots: list[dict | None] = [None] * self.n_workers  # each worker's last (params, state, steps)
         self.awaited: set[int] = set()  # workers whose snapshot the pending checkpoint still needs
         self.checkpoint_epoch: int | None = None
@@ -136,6 +139,8 @@ class EASGDServer:
         log.info("EASGD: %d workers, alpha %g, tau %d; %d global epochs of %d steps (%s)",
                  self.n_workers, self.options.alpha, self.tau, self.n_epochs, self.global_epoch,
                  " + ".join(map(str, self.shard_batches)))
+        if not self.ledger.active:  # a resumed checkpoint holds every step: every worker's first grant is 0
+            log.info("%s", nothing_to_train(str(self.options.resume), self.epochs_done, self.n_epochs))
         self.serve()
         self.finish()
 
@@ -159,6 +164,7 @@ class EASGDServer:
                     return True
             return False
 
+        self._begin_epoch_progress()
         while ledger.active:
             try:
                 with rec.timer("wait"):
@@ -188,10 +194,23 @@ class EASGDServer:
             if send_state:
                 self._receive_snapshot(k, source, delta)
             rec.end_iteration()
+            if self.epoch_progress is not None:  # the workers' reported steps and samples of this global epoch
+                self.epoch_progress.advance(min(ledger.reported - self.epochs_done * self.global_epoch,
+                                                self.global_epoch), int(rec.train_sums()[2]))
             while ledger.reported >= (self.epochs_done + 1) * self.global_epoch:
+                if self.epoch_progress is not None:
+                    self.epoch_progress.end()
                 self.end_global_epoch(self.epochs_done)
                 self.epochs_done += 1
+                self._begin_epoch_progress()
                 ACTIVITY.enter("serving the workers")
+        if self.epoch_progress is not None:
+            self.epoch_progress.end()
+
+    def _begin_epoch_progress(self) -> None:
+        """The progress through the next global epoch begins (rank 0 prints it), if there is one."""
+        if self.epoch_progress is not None and self.epochs_done < self.n_epochs:
+            self.epoch_progress.begin(self.epochs_done, self.global_epoch)
 
     def _receive_snapshot(self, k: int, source: int, delta: np.ndarray) -> None:
         """Worker ``k``'s state (sent right after its reply); its params are this exchange's ``w - d``."""

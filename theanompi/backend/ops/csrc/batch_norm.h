@@ -44,6 +44,54 @@ static int tmpi_bn_prepare(PyArrayObject** out, int nd, npy_intp* dims, int type
     return *out ? 0 : -1;
 }
 
+/* Row reductions with TMPI_BN_LANES independent partial sums: the compiler vectorises them (a single running
+   sum is one long dependency chain, about 4 cycles per value, and may not be reordered without -ffast-math). */
+enum { TMPI_BN_LANES = 16 };
+
+/* sum of r[s] */
+template <typename T>
+static inline T tmpi_bn_row_sum(const T* __restrict r, npy_intp S)
+{
+    T part[TMPI_BN_LANES] = {0};
+    npy_intp s = 0;
+    for (; s + TMPI_BN_LANES <= S; s += TMPI_BN_LANES)
+        for (int l = 0; l < TMPI_BN_LANES; ++l) part[l] += r[s + l];
+    T total = 0;
+    for (int l = 0; l < TMPI_BN_LANES; ++l) total += part[l];
+    for (; s < S; ++s) total += r[s];
+    return total;
+}
+
+/* sum of (r[s] - m)^2 */
+template <typename T>
+static inline T tmpi_bn_row_sq(const T* __restrict r, T m, npy_intp S)
+{
+    T part[TMPI_BN_LANES] = {0};
+    npy_intp s = 0;
+    for (; s + TMPI_BN_LANES <= S; s += TMPI_BN_LANES)
+        for (int l = 0; l < TMPI_BN_LANES; ++l) { const T d = r[s + l] - m; part[l] += d * d; }
+    T total = 0;
+    for (int l = 0; l < TMPI_BN_LANES; ++l) total += part[l];
+    for (; s < S; ++s) { const T d = r[s] - m; total += d * d; }
+    return total;
+}
+
+/* *a += sum of gy[s], *b += sum of gy[s] * (x[s] - m) */
+template <typename T>
+static inline void tmpi_bn_row_grad_sums(const T* __restrict x, const T* __restrict gy, T m, npy_intp S,
+                                         double* a, double* b)
+{
+    T pa[TMPI_BN_LANES] = {0}, pb[TMPI_BN_LANES] = {0};
+    npy_intp s = 0;
+    for (; s + TMPI_BN_LANES <= S; s += TMPI_BN_LANES)
+        for (int l = 0; l < TMPI_BN_LANES; ++l) { pa[l] += gy[s + l]; pb[l] += gy[s + l] * (x[s + l] - m); }
+    T ta = 0, tb = 0;
+    for (int l = 0; l < TMPI_BN_LANES; ++l) { ta += pa[l]; tb += pb[l]; }
+    for (; s < S; ++s) { ta += gy[s]; tb += gy[s] * (x[s] - m); }
+    *a += ta;
+    *b += tb;
+}
+
 template <typename T>
 static void tmpi_bn_forward_impl(const T* x, const T* gamma, const T* beta, T* y, T* mean_out,
                                  T* inv_std_out, const tmpi_bn_geom& g, double eps)
@@ -52,21 +100,10 @@ static void tmpi_bn_forward_impl(const T* x, const T* gamma, const T* beta, T* y
     #pragma omp parallel for schedule(static) if (g.N * g.C * g.S > 32768)
     for (npy_intp c = 0; c < g.C; ++c) {
         double sum = 0;
-        for (npy_intp n = 0; n < g.N; ++n) {
-            const T* xc = x + (n * g.C + c) * g.S;
-            T part = 0;
-            for (npy_intp s = 0; s < g.S; ++s) part += xc[s];
-            sum += part;
-        }
+        for (npy_intp n = 0; n < g.N; ++n) sum += tmpi_bn_row_sum(x + (n * g.C + c) * g.S, g.S);
         const double mean = sum / count;
         double sq = 0;
-        for (npy_intp n = 0; n < g.N; ++n) {
-            const T* xc = x + (n * g.C + c) * g.S;
-            const T m = (T)mean;
-            T part = 0;
-            for (npy_intp s = 0; s < g.S; ++s) { const T d = xc[s] - m; part += d * d; }
-            sq += part;
-        }
+        for (npy_intp n = 0; n < g.N; ++n) sq += tmpi_bn_row_sq(x + (n * g.C + c) * g.S, (T)mean, g.S);
         const double inv_std = 1.0 / sqrt(sq / count + eps);
         const T scale = (T)(inv_std * (double)gamma[c]);
         const T shift = (T)((double)beta[c] - mean * inv_std * (double)gamma[c]);
@@ -91,14 +128,8 @@ static void tmpi_bn_backward_impl(const T* x, const T* gamma, const T* mean, con
     for (npy_intp c = 0; c < g.C; ++c) {
         const T m = mean[c];
         double sum_gy = 0, sum_gy_xc = 0;
-        for (npy_intp n = 0; n < g.N; ++n) {
-            const T* xc = x + (n * g.C + c) * g.S;
-            const T* gc = gy + (n * g.C + c) * g.S;
-            T a = 0, b = 0;
-            for (npy_intp s = 0; s < g.S; ++s) { a += gc[s]; b += gc[s] * (xc[s] - m); }
-            sum_gy += a;
-            sum_gy_xc += b;
-        }
+        for (npy_intp n = 0; n < g.N; ++n)
+            tmpi_bn_row_grad_sums(x + (n * g.C + c) * g.S, gy + (n * g.C + c) * g.S, m, g.S, &sum_gy, &sum_gy_xc);
         const double istd = (double)inv_std[c];
         const double dg = sum_gy_xc * istd;
         dbeta[c] = (T)sum_gy;

@@ -17,6 +17,27 @@ static inline void tmpi_gemm(char ta, char tb, int m, int n, int k, double alpha
     dgemm_(&tb, &ta, &n, &m, &k, &alpha, b, &ldb, a, &lda, &beta, c, &ldc);
 }
 
+/* Row-major C (m x n) = op(A) (m x k) * B (k x n), op(A) = A ('N', lda apart) or A^T ('T': A is k x m). float32
+   on the vector kernel of conv2d_vec.h (faster than BLAS on these shapes: no packing, B and C rows are
+   vectors) when n is a multiple of its vector width and the caller runs on a thread of its own (BLAS would
+   use several); otherwise, and for float64, BLAS. */
+static inline void tmpi_gemm_ab(char ta, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+                                float* c, int ldc, int own_thread)
+{
+    if (own_thread && n % TMPI_WG_VL == 0) {
+        if (ta == 'N') wg_gemm(m, n / TMPI_WG_VL, a, lda, 1, b, ldb, k, c, ldc, 0);
+        else wg_gemm(m, n / TMPI_WG_VL, a, 1, lda, b, ldb, k, c, ldc, 0);
+        return;
+    }
+    tmpi_gemm(ta, 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+}
+
+static inline void tmpi_gemm_ab(char ta, int m, int n, int k, const double* a, int lda, const double* b, int ldb,
+                                double* c, int ldc, int)
+{
+    tmpi_gemm(ta, 'N', m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
+}
+
 struct tmpi_geom {
     int N, C, H, W, O, kh, kw, sh, sw, ph, pw, Ho, Wo;
 };
@@ -78,6 +99,8 @@ static void tmpi_im2col(const T* __restrict xp, int Hp, int Wp, const tmpi_geom&
                     T* d = row + (size_t)oh * g.Wo;
                     if (g.sw == 1) {
                         for (int ow = 0; ow < g.Wo; ++ow) d[ow] = s[ow];
+                    } else if (g.sw == 2) {  /* a constant stride the compiler vectorises */
+                        for (int ow = 0; ow < g.Wo; ++ow) d[ow] = s[2 * ow];
                     } else {
                         for (int ow = 0; ow < g.Wo; ++ow) d[ow] = s[ow * g.sw];
                     }
@@ -102,6 +125,8 @@ static void tmpi_col2im(const T* __restrict cols, size_t ld, const tmpi_geom& g,
                     T* d = dst + (size_t)oh * g.sh * Wp;
                     if (g.sw == 1) {
                         for (int ow = 0; ow < g.Wo; ++ow) d[ow] += s[ow];
+                    } else if (g.sw == 2) {
+                        for (int ow = 0; ow < g.Wo; ++ow) d[2 * ow] += s[ow];
                     } else {
                         for (int ow = 0; ow < g.Wo; ++ow) d[ow * g.sw] += s[ow];
                     }
@@ -222,15 +247,36 @@ static int tmpi_for_chunks(const tmpi_geom& g, int nb, int threads, Body body)
     return 0;
 }
 
+/* Whether a chunk's GEMMs run on the vector kernel (tmpi_gemm_ab): float32, a thread of its own, images of a
+   whole number of vectors. */
+template <typename T>
+static inline int tmpi_vector_gemm(const tmpi_geom& g, int own_thread)
+{
+    return sizeof(T) == sizeof(float) && own_thread && ((size_t)g.Ho * g.Wo) % TMPI_WG_VL == 0;
+}
+
+/* Whether the chunks run on threads of their own (or there is only one thread). */
+static inline int tmpi_own_thread(int threads) { return threads > 1 || omp_get_max_threads() == 1; }
+
 template <typename T>
 static void tmpi_forward_chunk(const T* x, const T* w, const T* bias, T* out, const tmpi_geom& g,
-                               int n0, int m, int nb, T* cols, T* res, tmpi_padded<T>& xp)
+                               int n0, int m, int nb, T* cols, T* res, tmpi_padded<T>& xp, int own_thread)
 {
     const int K = g.C * g.kh * g.kw;
     const size_t P = (size_t)g.Ho * g.Wo, ld = (size_t)m * P;
     const T* b = tmpi_columns(x, g, n0, m, cols, xp);
+    if (tmpi_vector_gemm<T>(g, own_thread)) {  /* image by image, straight into the output */
+        for (int i = 0; i < m; ++i) {
+            T* y = out + (size_t)(n0 + i) * g.O * P;
+            tmpi_gemm_ab('N', g.O, (int)P, K, w, K, b + i * P, (int)ld, y, (int)P, 1);
+            if (bias)
+                for (int o = 0; o < g.O; ++o)
+                    for (size_t q = 0; q < P; ++q) y[o * P + q] += bias[o];
+        }
+        return;
+    }
     T* c = nb > 1 ? res : out + (size_t)n0 * g.O * P;
-    tmpi_gemm('N', 'N', g.O, (int)ld, K, (T)1, w, K, b, (int)ld, (T)0, c, (int)ld);
+    tmpi_gemm_ab('N', g.O, (int)ld, K, w, K, b, (int)ld, c, (int)ld, 0);
     for (int i = 0; i < m; ++i) {
         for (int o = 0; o < g.O; ++o) {
             T* dst = out + ((size_t)(n0 + i) * g.O + o) * P;
@@ -257,8 +303,9 @@ static int tmpi_forward_impl(const T* x, const T* w, const T* bias, T* out, cons
         return 0;
     }
     const int nb = tmpi_chunk(g, sizeof(T)), threads = tmpi_chunk_threads((g.N + nb - 1) / nb);
+    const int own = tmpi_own_thread(threads);
     return tmpi_for_chunks<T>(g, nb, threads, [&](int n0, int m, tmpi_scratch<T>& s, int) {
-        tmpi_forward_chunk(x, w, bias, out, g, n0, m, nb, s.cols, s.block, s.padded);
+        tmpi_forward_chunk(x, w, bias, out, g, n0, m, nb, s.cols, s.block, s.padded, own);
     });
 }
 
@@ -302,7 +349,7 @@ static int tmpi_grad_weights_impl(const T* x, const T* gy, T* dw, const tmpi_geo
 
 template <typename T>
 static void tmpi_grad_inputs_chunk(const T* w, const T* gy, T* dx, const tmpi_geom& g, int n0, int m, int nb,
-                                   T* cols, T* gyc, tmpi_padded<T>& dxp)
+                                   T* cols, T* gyc, tmpi_padded<T>& dxp, int own_thread)
 {
     const int K = g.C * g.kh * g.kw, pointwise = tmpi_is_pointwise(g);
     const size_t P = (size_t)g.Ho * g.Wo, ld = (size_t)m * P;
@@ -310,7 +357,7 @@ static void tmpi_grad_inputs_chunk(const T* w, const T* gy, T* dx, const tmpi_ge
     const T* a = gy + (size_t)n0 * g.O * P;
     if (nb > 1) { tmpi_gather_gy(gy, g, n0, m, gyc); a = gyc; }
     T* c = pointwise ? dx + (size_t)n0 * g.C * g.H * g.W : cols;
-    tmpi_gemm('T', 'N', K, (int)ld, g.O, (T)1, w, K, a, (int)ld, (T)0, c, (int)ld);
+    tmpi_gemm_ab('T', K, (int)ld, g.O, w, K, a, (int)ld, c, (int)ld, tmpi_vector_gemm<T>(g, own_thread));
     if (pointwise) return;
     for (int i = 0; i < m; ++i) {
         memset(dxp.buf, 0, sizeof(T) * plane);
@@ -327,8 +374,9 @@ static int tmpi_grad_inputs_impl(const T* w, const T* gy, T* dx, const tmpi_geom
     if (dx_size == 0) return 0;
     if (g.O == 0 || P == 0) { memset(dx, 0, sizeof(T) * dx_size); return 0; }
     const int nb = tmpi_chunk(g, sizeof(T)), threads = tmpi_chunk_threads((g.N + nb - 1) / nb);
+    const int own = tmpi_own_thread(threads);
     return tmpi_for_chunks<T>(g, nb, threads, [&](int n0, int m, tmpi_scratch<T>& s, int) {
-        tmpi_grad_inputs_chunk(w, gy, dx, g, n0, m, nb, s.cols, s.block, s.padded);
+        tmpi_grad_inputs_chunk(w, gy, dx, g, n0, m, nb, s.cols, s.block, s.padded, own);
     });
 }
 
@@ -373,6 +421,67 @@ static int tmpi_check_gy(PyArrayObject* gy, const tmpi_geom& g, const char* op)
     return 0;
 }
 
+/* Which algorithm runs a float32 convolution: Winograd (conv2d_winograd.h) for 3x3 filters with stride 1
+   (F(4x4, 3x3)) or 2 in both dimensions (four phases, F(4x4, 2x2); forward and weight gradient) and padding
+   up to 2 between layers of at least TMPI_WG_MIN_CHANNELS channels each; im2col + GEMM for everything else
+   and for float64.
+   THEANOMPI_CONV_ALGO=im2col sends every convolution to im2col (the tests and benchmarks compare the two
+   that way); unset, empty or `auto` chooses as above. */
+#ifndef TMPI_WG_MIN_CHANNELS
+#define TMPI_WG_MIN_CHANNELS 8
+#endif
+
+/* 1 when THEANOMPI_CONV_ALGO asks for im2col everywhere, 0 when not, -1 with ValueError set for another
+   value (read at every call, so a test or benchmark can switch it between calls). */
+static int tmpi_conv_im2col_only(void)
+{
+    const char* algo = getenv("THEANOMPI_CONV_ALGO");
+    if (!algo || !*algo || strcmp(algo, "auto") == 0) return 0;
+    if (strcmp(algo, "im2col") == 0) return 1;
+    PyErr_Format(PyExc_ValueError, "THEANOMPI_CONV_ALGO must be 'auto' or 'im2col', got '%s'", algo);
+    return -1;
+}
+
+/* The Winograd stride (1 or 2) for this convolution, or 0: im2col. */
+static int tmpi_winograd_stride(const tmpi_geom& g)
+{
+    if (g.kh != 3 || g.kw != 3 || g.sh != g.sw || g.sh > 2 || g.ph > 2 || g.pw > 2) return 0;
+    if (g.N < 1 || g.Ho < 1 || g.Wo < 1 || g.C < TMPI_WG_MIN_CHANNELS || g.O < TMPI_WG_MIN_CHANNELS) return 0;
+    return tmpi_conv_im2col_only() ? 0 : g.sh;
+}
+
+/* 0, or -1 with MemoryError set (the Winograd kernels' only failure). */
+static inline int tmpi_wg_status(int rc)
+{
+    if (rc != 0) PyErr_NoMemory();
+    return rc;
+}
+
+static int tmpi_forward_f32(const float* x, const float* w, const float* b, float* out, const tmpi_geom& g)
+{
+    switch (tmpi_winograd_stride(g)) {
+    case 1: return tmpi_wg_status(tmpi_wg_forward(x, w, b, out, g.N, g.C, g.H, g.W, g.O, g.ph, g.pw));
+    case 2: return tmpi_wg_status(tmpi_wg_forward_s2(x, w, b, out, g.N, g.C, g.H, g.W, g.O, g.ph, g.pw));
+    default: return tmpi_forward_impl<float>(x, w, b, out, g);
+    }
+}
+
+static int tmpi_grad_weights_f32(const float* x, const float* gy, float* dw, const tmpi_geom& g)
+{
+    switch (tmpi_winograd_stride(g)) {
+    case 1: return tmpi_wg_status(tmpi_wg_grad_weights(x, gy, dw, g.N, g.C, g.H, g.W, g.O, g.ph, g.pw));
+    case 2: return tmpi_wg_status(tmpi_wg_grad_weights_s2(x, gy, dw, g.N, g.C, g.H, g.W, g.O, g.ph, g.pw));
+    default: return tmpi_grad_weights_impl<float>(x, gy, dw, g);
+    }
+}
+
+static int tmpi_grad_inputs_f32(const float* w, const float* gy, float* dx, const tmpi_geom& g)
+{
+    if (tmpi_winograd_stride(g) == 1)
+        return tmpi_wg_status(tmpi_wg_grad_inputs(w, gy, dx, g.N, g.C, g.O, g.Ho, g.Wo, g.ph, g.pw));
+    return tmpi_grad_inputs_impl<float>(w, gy, dx, g);
+}
+
 #define TMPI_DISPATCH(typenum, call_f, call_d)                              \
     ((typenum) == NPY_FLOAT32 ? (call_f)                                    \
      : (typenum) == NPY_FLOAT64 ? (call_d)                                  \
@@ -383,6 +492,7 @@ static int tmpi_conv2d_forward(PyArrayObject* x_in, PyArrayObject* w_in, PyArray
                                PyArrayObject** z, int sh, int sw, int ph, int pw)
 {
     tmpi_geom g;
+    if (tmpi_conv_im2col_only() < 0) return -1;
     if (tmpi_fill_geom(&g, x_in, PyArray_DIMS(w_in), sh, sw, ph, pw, "conv2d") != 0) return -1;
     if (b_in && PyArray_DIMS(b_in)[0] != g.O) {
         PyErr_Format(PyExc_ValueError, "conv2d: bias has %ld entries but W has %d output channels",
@@ -398,7 +508,7 @@ static int tmpi_conv2d_forward(PyArrayObject* x_in, PyArrayObject* w_in, PyArray
     int rc = -1;
     if (x && w && (b || !b_in)) {
         rc = TMPI_DISPATCH(typenum,
-            tmpi_forward_impl<float>((float*)PyArray_DATA(x), (float*)PyArray_DATA(w),
+            tmpi_forward_f32((float*)PyArray_DATA(x), (float*)PyArray_DATA(w),
                                      b ? (float*)PyArray_DATA(b) : NULL,
                                      (float*)PyArray_DATA(*z), g),
             tmpi_forward_impl<double>((double*)PyArray_DATA(x), (double*)PyArray_DATA(w),
@@ -417,6 +527,7 @@ static int tmpi_conv2d_grad_weights(PyArrayObject* x_in, PyArrayObject* w_in, Py
 {
     tmpi_geom g;
     npy_intp* ws = PyArray_DIMS(w_in);
+    if (tmpi_conv_im2col_only() < 0) return -1;
     if (tmpi_fill_geom(&g, x_in, ws, sh, sw, ph, pw, "conv2d_grad_weights") != 0) return -1;
     if (tmpi_check_gy(gy_in, g, "conv2d_grad_weights") != 0) return -1;
     npy_intp dims[4] = {ws[0], ws[1], ws[2], ws[3]};
@@ -427,7 +538,7 @@ static int tmpi_conv2d_grad_weights(PyArrayObject* x_in, PyArrayObject* w_in, Py
     int rc = -1;
     if (x && gy) {
         rc = TMPI_DISPATCH(typenum,
-            tmpi_grad_weights_impl<float>((float*)PyArray_DATA(x), (float*)PyArray_DATA(gy),
+            tmpi_grad_weights_f32((float*)PyArray_DATA(x), (float*)PyArray_DATA(gy),
                                           (float*)PyArray_DATA(*z), g),
             tmpi_grad_weights_impl<double>((double*)PyArray_DATA(x), (double*)PyArray_DATA(gy),
                                            (double*)PyArray_DATA(*z), g));
@@ -442,6 +553,7 @@ static int tmpi_conv2d_grad_inputs(PyArrayObject* x_in, PyArrayObject* w_in, PyA
                                    PyArrayObject** z, int sh, int sw, int ph, int pw)
 {
     tmpi_geom g;
+    if (tmpi_conv_im2col_only() < 0) return -1;
     if (tmpi_fill_geom(&g, x_in, PyArray_DIMS(w_in), sh, sw, ph, pw, "conv2d_grad_inputs") != 0)
         return -1;
     if (tmpi_check_gy(gy_in, g, "conv2d_grad_inputs") != 0) return -1;
@@ -454,7 +566,7 @@ static int tmpi_conv2d_grad_inputs(PyArrayObject* x_in, PyArrayObject* w_in, PyA
     int rc = -1;
     if (w && gy) {
         rc = TMPI_DISPATCH(typenum,
-            tmpi_grad_inputs_impl<float>((float*)PyArray_DATA(w), (float*)PyArray_DATA(gy),
+            tmpi_grad_inputs_f32((float*)PyArray_DATA(w), (float*)PyArray_DATA(gy),
                                          (float*)PyArray_DATA(*z), g),
             tmpi_grad_inputs_impl<double>((double*)PyArray_DATA(w), (double*)PyArray_DATA(gy),
                                           (double*)PyArray_DATA(*z), g));
