@@ -18,6 +18,13 @@ batch), at full size (227x227 / 224x224 crops, 1000 classes) on synthetic images
 A CPU times only ``--steps`` steps (a few hundred images, not 5,120): the table **scales the per-step times to
 5,120 images** (``5120 / (workers x batch)`` steps per worker), as Theano-MPI's table counts them. The ratio is
 ours / PyTorch for the whole time (training + communication).
+
+How long: each row runs four sessions (ours and PyTorch, 1 and 2 workers), each compiling its network at full
+size. On the 2-vCPU AMD EPYC VM one row, ``--models alexnet128 --steps 1``, took 4.5 minutes (266 s, with other
+jobs running: load average 1.2 before, 6.2 after). The whole table (five rows, ``--steps 2``) takes an hour or more
+there (an estimate from that row and the networks' sizes: a VGG16-32b step does about 5 times the arithmetic of an
+AlexNet-128b step, so that row alone takes some 20 minutes). Run it on a quiet machine: the JSON records the load
+average before and after.
 """
 
 from __future__ import annotations
@@ -87,10 +94,10 @@ def per_images(step_s: float, key: str, workers: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--models", default=",".join(CONFIGS))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default=",".join(CONFIGS), help="rows, comma-separated (default: all)")
     parser.add_argument("--steps", type=int, default=2, help="timed steps per worker (after one warm-up epoch)")
-    parser.add_argument("--json", default=str(HERE / "results" / "theanompi_table.json"))
+    parser.add_argument("--json", default=str(HERE / "results" / "theanompi_table.json"), help="where the JSON goes")
     args = parser.parse_args()
     try:
         import torch  # noqa: F401

@@ -50,7 +50,9 @@ def test_logistic_regression_example_learns_and_pickles_its_model():
 
 def test_lasagne_resnet_cifar10_example_learns(tmp_path):
     """Multiverso's Lasagne ResNet on CIFAR-10, shrunk: ResNet-8 (-n 1, the example's default is ResNet-32) on 320
-    generated CIFAR-format images, 2 workers, 6 epochs. Chance is 10 %."""
+    generated CIFAR-format images, 2 workers, 6 epochs, learning rate 0.02 (the example's 0.1 is tuned for 82 epochs
+    of 50,000 images: on 320 images batch norm's moving statistics lag the weights and the validation accuracy
+    swings between 20 % and 100 % from epoch to epoch; 0.02 gave 73-78 % in four runs). Chance is 10 %."""
     import sys as _sys
 
     from conftest import ASSETS
@@ -60,7 +62,8 @@ def test_lasagne_resnet_cifar10_example_learns(tmp_path):
     import zoo_helpers as zh
 
     data = zh.write_cifar10(tmp_path / "cifar-10-batches-py", n_per_file=64, n_test=64)
-    out = _run_example("lasagne_resnet_cifar10.py", 2, "-n", "1", "-e", "6", "-b", "16", "--data", str(data))
+    out = _run_example("lasagne_resnet_cifar10.py", 2, "-n", "1", "-e", "6", "-b", "16", "-lr", "0.02",
+                       "--data", str(data))
     assert "ResNet-8: " in out and "2 workers, floatX float32" in out
     assert _accuracy(out) >= 0.5
 
