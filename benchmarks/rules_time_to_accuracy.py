@@ -28,7 +28,8 @@ def run_rule(name: str, options: dict, epochs: int, run_dir: Path) -> list[dict]
     import theanompi
 
     rule = getattr(theanompi, name)()
-    rule.init(devices=["cpu0", "cpu1"], modelfile="theanompi.models.mlp", modelclass="MLP", n_epochs=epochs,
+    devices = ["cpu0", "cpu1", "cpu2"] if name == "EASGD" else ["cpu0", "cpu1"]  # EASGD: a server and 2 workers
+    rule.init(devices=devices, modelfile="theanompi.models.mlp", modelclass="MLP", n_epochs=epochs,
               seed=0, run_dir=str(run_dir), log_level="WARNING", model_options={"batch_size": 32}, **options)
     code = rule.wait()
     if code != 0:

@@ -1,7 +1,8 @@
 """A small PyTorch CNN on scikit-learn's digits, trained by theanompi under any rule.
 
 Run it with ``tmlauncher -cfg=examples/torch_digits.cfg`` (BSP) or pick another rule:
-``tmlauncher -cfg=examples/torch_digits.cfg --rule=EASGD``.
+``tmlauncher -cfg=examples/torch_digits.cfg --rule=EASGD --devices=cpu0,cpu1,cpu2`` (EASGD's first
+device is its server's).
 
 Example
 -------

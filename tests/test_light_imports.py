@@ -44,6 +44,13 @@ def test_every_launcher_module_is_guarded() -> None:
             "theanompi.launch.handles", "theanompi.launch.cfg"} <= set(launcher_modules())
 
 
+def test_theanompi_models_exports_theanompis_classes_without_loading_them() -> None:
+    """``theanompi.models`` names AlexNet, Cifar10_model and GoogLeNet as Theano-MPI's package did; they load
+    (with pytensor) only when asked for."""
+    assert modules_loaded_by("import theanompi.models; assert 'Cifar10_model' in theanompi.models.__all__") == []
+    assert modules_loaded_by("import theanompi.models; theanompi.models.Cifar10_model") == ["pytensor"]
+
+
 def test_probe_sees_a_heavy_import() -> None:
     assert modules_loaded_by("import mpi4py, pytensor") == ["mpi4py", "pytensor"]
 

@@ -1,39 +1,56 @@
-"""Logistic regression on digits with Multiverso-style shared variables.
+"""Logistic regression on digits with Multiverso-style shared variables, saved with pickle at the end.
 
     mpiexec -n 4 python examples/multiverso/logistic_regression.py
     python examples/multiverso/logistic_regression.py          # one process works too
 
 The Multiverso version of a theano script: `multiverso` -> `theanompi.multiverso`,
-`theano.shared` -> `mv_shared`, and `sync_all_mv_shared_vars()` after each batch.
+`theano.shared` -> `mv_shared`, and `sync_all_mv_shared_vars()` after each batch. As in
+Multiverso's example, the master pickles the trained model (its `mv_shared` variables pickle as
+plain shared variables) and loads it back to predict. floatX is pytensor's own default here
+(float64), as Theano's was: `import theanompi.multiverso` does not choose float32 for this script.
 """
 
-from theanompi.backend.pytensor_config import configure_pytensor
+import pickle
+import tempfile
+from pathlib import Path
 
-configure_pytensor()  # C backend + BLAS, before pytensor is imported
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
 
-import numpy as np  # noqa: E402
-import pytensor  # noqa: E402
-import pytensor.tensor as pt  # noqa: E402
+import theanompi.multiverso as mv  # MULTIVERSO: was `import multiverso as mv`
+from theanompi.models.data.digits import load_digits_split
+from theanompi.multiverso.theano_ext import sharedvar  # MULTIVERSO: was multiverso.theano_ext
 
-import theanompi.multiverso as mv  # noqa: E402  (MULTIVERSO: was `import multiverso as mv`)
-from theanompi.models.data.digits import load_digits_split  # noqa: E402
-from theanompi.multiverso.theano_ext import sharedvar  # noqa: E402  (MULTIVERSO: was multiverso.theano_ext)
+
+class LogisticRegression:
+    """softmax(x W + b), its parameters in Multiverso's shared variables."""
+
+    def __init__(self, x, n_in, n_out):
+        # MULTIVERSO: theano.shared -> mv_shared (the master's initial value is used everywhere)
+        self.W = sharedvar.mv_shared(value=np.zeros((n_in, n_out), dtype=pytensor.config.floatX), name="W",
+                                     borrow=True)
+        self.b = sharedvar.mv_shared(value=np.zeros(n_out, dtype=pytensor.config.floatX), name="b", borrow=True)
+        self.x = x
+        self.p_y = pt.special.softmax(x @ self.W + self.b, axis=1)  # Theano: T.nnet.softmax
+        self.y_pred = pt.argmax(self.p_y, axis=1)
+
+    def negative_log_likelihood(self, y):
+        return -pt.mean(pt.log(self.p_y)[pt.arange(y.shape[0]), y])
+
 
 mv.init()  # MULTIVERSO: start the parameter server
-(x_train, y_train), (x_val, y_val) = load_digits_split()
+(x_train, y_train), (x_val, y_val) = load_digits_split(dtype=pytensor.config.floatX)
 # MULTIVERSO: each worker trains on its own part of the data
 x_train, y_train = x_train[mv.worker_id()::mv.workers_num()], y_train[mv.worker_id()::mv.workers_num()]
 
-# MULTIVERSO: theano.shared -> mv_shared (the master's initial value is used everywhere)
-W = sharedvar.mv_shared(value=np.zeros((64, 10), dtype="float32"), name="W", borrow=True)
-b = sharedvar.mv_shared(value=np.zeros(10, dtype="float32"), name="b", borrow=True)
 x, y = pt.matrix("x"), pt.ivector("y")
-p_y = pt.special.softmax(x @ W + b, axis=1)
-onehot = pt.eq(y[:, None], pt.arange(10)[None, :])
-cost = -pt.mean(pt.sum(onehot * pt.log(p_y), axis=1))
-gW, gb = pytensor.grad(cost, [W, b])
-train = pytensor.function([x, y], cost, updates=[(W, W - 0.5 * gW), (b, b - 0.5 * gb)])
-predict = pytensor.function([x], pt.argmax(p_y, axis=1))
+classifier = LogisticRegression(x, n_in=64, n_out=10)
+cost = classifier.negative_log_likelihood(y)
+gW, gb = pytensor.grad(cost, [classifier.W, classifier.b])
+train = pytensor.function([x, y], cost, updates=[(classifier.W, classifier.W - 0.5 * gW),
+                                                 (classifier.b, classifier.b - 0.5 * gb)])
+predict = pytensor.function([x], classifier.y_pred)
 
 batch = 20
 for epoch in range(10):
@@ -46,5 +63,15 @@ for epoch in range(10):
 mv.barrier()
 if mv.is_master_worker():
     sharedvar.sync_all_mv_shared_vars()
-    print(f"final validation accuracy {100 * float(np.mean(predict(x_val) == y_val)):.2f}%")
+    with tempfile.TemporaryDirectory() as tmp:  # Multiverso's example saves model.pkl; here a scratch directory
+        path = Path(tmp) / "model.pkl"
+        with open(path, "wb") as f:
+            pickle.dump(classifier, f)
+        with open(path, "rb") as f:
+            loaded = pickle.load(f)
+    predict_loaded = pytensor.function([loaded.x], loaded.y_pred)
+    accuracy = float(np.mean(predict_loaded(x_val) == y_val))
+    print(f"floatX {pytensor.config.floatX}; the pickled model predicts like the trained one: "
+          f"{bool(np.array_equal(predict_loaded(x_val), predict(x_val)))}")
+    print(f"final validation accuracy {100 * accuracy:.2f}%")
 mv.shutdown()  # MULTIVERSO: stop the parameter server

@@ -36,15 +36,16 @@ def class_images(n: int, n_classes: int, side: int, seed: int, channels: int = 3
 
 def write_hickle_dataset(root: Path, n_train_files: int = 8, n_val_files: int = 2, batch: int = 16,
                          n_classes: int = 4, side: int = 36, layout: str = "bchw", labels_file: bool = False,
-                         mean: bool = True, seed: int = 0) -> Path:
-    """A Theano-MPI-style hickle data set under ``root``; returns ``root``."""
+                         mean: bool = True, seed: int = 0, theanompi_names: bool = False) -> Path:
+    """A Theano-MPI-style hickle data set under ``root``; returns ``root``. ``theanompi_names``: Theano-MPI's own
+    directory names (``train_hkl_b<batch>/``, ``val_hkl_b<batch>/``, ``misc/img_mean.npy``)."""
     import hickle
 
     root = Path(root)
     for split, n_files, s in (("train", n_train_files, seed), ("val", n_val_files, seed + 1)):
         if not n_files:
             continue
-        d = root / split
+        d = root / (f"{split}_hkl_b{batch}" if theanompi_names else split)
         d.mkdir(parents=True, exist_ok=True)
         x, y = class_images(n_files * batch, n_classes, side, s)
         for k in range(n_files):
@@ -55,7 +56,27 @@ def write_hickle_dataset(root: Path, n_train_files: int = 8, n_val_files: int = 
             (root / "labels").mkdir(exist_ok=True)
             np.save(root / "labels" / f"{split}_labels.npy", y)
         if split == "train" and mean:
-            np.save(root / "img_mean.npy", x.mean(axis=0).astype(np.float32))
+            mean_file = root / "misc" / "img_mean.npy" if theanompi_names else root / "img_mean.npy"
+            mean_file.parent.mkdir(exist_ok=True)
+            np.save(mean_file, x.mean(axis=0).astype(np.float32))
+    return root
+
+
+def write_theanompi_imagenet(root: Path, n_train_files: int = 4, n_val_files: int = 2, batch: int = 16,
+                             n_classes: int = 4, side: int = 36) -> Path:
+    """ImageNet batches as Theano-MPI stored them: bare uint8 ``(C, H, W, B)`` arrays in ``train_hkl_b<B>/`` and
+    ``val_hkl_b<B>/``, ``labels/{train,val}_labels.npy``, ``misc/img_mean.npy``; returns ``root``."""
+    return write_hickle_dataset(root, n_train_files, n_val_files, batch, n_classes, side, layout="chwb",
+                                labels_file=True, theanompi_names=True)
+
+
+def write_mnist(root: Path, n_train: int = 128, n_val: int = 32, seed: int = 0) -> Path:
+    """``mnist.npz`` with learnable 28x28 class images (floats in [0, 1]); returns ``root``."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    (xt, yt), (xv, yv) = (class_images(n, 10, 28, seed + k, channels=1) for k, n in enumerate((n_train, n_val)))
+    np.savez(root / "mnist.npz", x_train=(xt.reshape(n_train, 784) / 255).astype(np.float32), y_train=yt,
+             x_val=(xv.reshape(n_val, 784) / 255).astype(np.float32), y_val=yv)
     return root
 
 

@@ -105,3 +105,57 @@ def test_shutdown_twice_is_a_no_op_as_multiverso_s():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert "shut down twice" in proc.stdout
+
+
+# ----- what a Multiverso script expects of its process: pickling, `import lasagne`, floatX --------------------
+
+def _fresh(statement: str) -> str:
+    proc = subprocess.run([sys.executable, "-c", statement], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def test_mv_shared_variables_pickle_as_multiversos_did():
+    """The variable pickles as a plain shared variable; its MVSharedVariable pickles without its table (before, the
+    table's communicator made pickle.dump fail: "cannot serialize 'mpi4py.MPI.Intracomm'")."""
+    out = _fresh(
+        "import pickle, numpy as np\n"
+        "import theanompi.multiverso as mv\n"
+        "from theanompi.multiverso.theano_ext import sharedvar\n"
+        "mv.init()\n"
+        "W = sharedvar.mv_shared(value=np.ones((2, 3)), name='W', borrow=True)\n"
+        "W.set_value(W.get_value() + 1); sharedvar.sync_all_mv_shared_vars()\n"
+        "copy = pickle.loads(pickle.dumps({'W': W}))['W']\n"
+        "wrapper = pickle.loads(pickle.dumps(sharedvar.mv_shared.shared_vars[0]))\n"
+        "try:\n"
+        "    wrapper.mv_sync()\n"
+        "except RuntimeError as err:\n"
+        "    refused = str(err)\n"
+        "mv.shutdown()\n"
+        "print(type(copy).__name__, copy.name, copy.get_value().tolist(), 'not pickled with it' in refused)\n")
+    assert out == "TensorSharedVariable W [[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]] True"
+
+
+@pytest.mark.parametrize("statement, floatx", [
+    ("import theanompi.multiverso; import pytensor", "float64"),  # a Multiverso script: pytensor's own default
+    ("import pytensor; import theanompi.multiverso", "float64"),  # Multiverso's examples import theano first
+    ("import theanompi.models.layers; import theanompi.multiverso", "float32"),  # the layers came first: kept
+    ("import theanompi; import pytensor", "float32"),  # sessions and the layer library: theanompi's float32
+])
+def test_multiverso_scripts_keep_pytensors_floatx(statement, floatx):
+    assert _fresh(f"{statement}\nimport pytensor\nprint(pytensor.config.floatX)") == floatx
+
+
+def test_the_users_floatx_wins():
+    import os
+
+    statement = "import theanompi.multiverso, pytensor; print(pytensor.config.floatX)"
+    proc = subprocess.run([sys.executable, "-c", statement], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "PYTENSOR_FLAGS": "floatX=float32"})
+    assert proc.stdout.strip() == "float32", proc.stderr
+
+
+def test_import_lasagne_works_after_importing_theanompi_multiverso():
+    out = _fresh("import theanompi.multiverso\nimport lasagne\nfrom lasagne.layers import DenseLayer\n"
+                 "print(lasagne.__name__, DenseLayer.__module__)")
+    assert out == "theanompi.lasagne theanompi.models.layers.dense"

@@ -76,3 +76,19 @@ def test_example_cfgs_are_valid(tmp_path):
 
     for cfg in sorted((ROOT / "examples").glob("*.cfg")):
         plan_session(session_request({"DEVICES": "cpu0,cpu1", **read_cfg_file(cfg)}, cwd=str(ROOT)))
+
+
+def test_theanompis_shell_spellings_quotes_and_device_arrays():
+    """Theano-MPI's launcher sourced its cfg in bash: its examples/bsp/session_multi_node.cfg quotes a value and
+    spreads DEVICES over lines as a bash array of host groups."""
+    text = ("RULE=BSP\nBSP_EXCH_STRATEGY='ar'\nMODELFILE=\"theanompi.models.mlp\"\nMODELCLASS=MLP\n"
+            'DEVICES=("node0:cpu0"\n\t\t "node1:cpu0,cpu1,cpu2")  # one group per host\n')
+    raw = parse_cfg_text(text)
+    assert raw["BSP_EXCH_STRATEGY"] == "ar" and raw["MODELFILE"] == "theanompi.models.mlp"
+    assert raw["DEVICES"] == "node0:cpu0;node1:cpu0,cpu1,cpu2"
+    request = session_request(raw)
+    assert request.options.exch_strategy == "ar" and request.devices == "node0:cpu0;node1:cpu0,cpu1,cpu2"
+    with pytest.raises(ConfigError, match=r"^cfg:1: DEVICES=\( is not closed by '\)'$"):
+        parse_cfg_text('DEVICES=("cpu0"\n"cpu1"\n')
+    with pytest.raises(ConfigError, match=r"^cfg:1: DEVICES: 'x' after '\)'$"):
+        parse_cfg_text('DEVICES=("cpu0") x\n')

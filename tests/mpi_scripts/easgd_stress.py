@@ -21,6 +21,7 @@ from theanompi.backend.pytensor_config import configure_pytensor
 configure_pytensor()
 from mpi4py import MPI  # noqa: E402
 
+from theanompi.core.devices import parse_devices  # noqa: E402
 from theanompi.core.session_options import EASGDOptions  # noqa: E402
 from theanompi.rules.easgd import EASGD  # noqa: E402
 from theanompi.runtime.rank_context import RankContext  # noqa: E402
@@ -38,14 +39,16 @@ def _abort(exc_type, exc, tb):  # a failed check on one rank must not leave the 
 
 sys.excepthook = _abort
 n_workers = comm.size - 1
-ranks = [{"role": "server", "device": "cpu0"}] + [{"role": "worker", "device": f"cpu{k}"} for k in range(n_workers)]
+devices = [f"cpu{k}" for k in range(comm.size)]  # the first is the server's (as the launcher reads DEVICES)
+ranks = [{"role": r.role, "device": str(r.device)}
+         for r in EASGD.launch_ranks(parse_devices(devices), EASGDOptions())]
 
 for round_, arg in enumerate(sys.argv[1:]):
     modelclass, n_epochs, tau = arg.split(":")
     n_epochs, tau = int(n_epochs), int(tau)
     run_dir = Path(comm.bcast(tempfile.mkdtemp(prefix="easgd-stress-") if comm.rank == 0 else None))
     options = EASGDOptions(n_epochs=n_epochs, tau=tau, seed=round_ + 1, run_dir=str(run_dir))
-    spec = SessionSpec(rule="EASGD", devices=[r["device"] for r in ranks[1:]],
+    spec = SessionSpec(rule="EASGD", devices=devices,
                        modelfile=str(ROOT / "tests" / "assets" / "easgd_models.py"), modelclass=modelclass,
                        options=options, model_options={"batch_size": 16, "hidden": 32}, ranks=ranks, cwd=str(ROOT))
     me = ranks[comm.rank]

@@ -10,12 +10,24 @@ from theanompi.core.errors import ConfigError
 from theanompi.rules.easgd import EASGD, grant_steps
 
 
-def test_launch_plan_puts_the_server_first_on_the_first_devices_host():
-    ranks = EASGD.launch_ranks(parse_devices("cpu0,cpu1"), {})
-    assert [(r.role, str(r.device)) for r in ranks] == [("server", "cpu0"), ("worker", "cpu0"), ("worker", "cpu1")]
+def test_first_device_is_the_servers_as_in_theano_mpi():
+    ranks = EASGD.launch_ranks(parse_devices("cpu0,cpu1,cpu2"), {})
+    assert [(r.role, str(r.device)) for r in ranks] == [("server", "cpu0"), ("worker", "cpu1"), ("worker", "cpu2")]
     remote = EASGD.launch_ranks(parse_devices("node1:cpu2,cpu3;node2:cpu0"), {})
     assert [(r.role, str(r.device)) for r in remote] == [
-        ("server", "node1:cpu0"), ("worker", "node1:cpu2"), ("worker", "node1:cpu3"), ("worker", "node2:cpu0")]
+        ("server", "node1:cpu2"), ("worker", "node1:cpu3"), ("worker", "node2:cpu0")]
+    gpus = EASGD.launch_ranks(parse_devices("cuda0,cuda1,cuda2"), {})  # the server computes on its host's CPU
+    assert [(r.role, str(r.device)) for r in gpus] == [("server", "cpu0"), ("worker", "cuda1"), ("worker", "cuda2")]
+
+
+@pytest.mark.parametrize("devices", ["cpu0", ["cpu3"]])
+def test_a_single_device_is_refused_in_one_line(tmp_path, devices):
+    rule = theanompi.EASGD()
+    with pytest.raises(ConfigError) as err:
+        rule.init(devices=devices, modelfile="theanompi.models.mlp", modelclass="MLP", run_dir=str(tmp_path / "no"))
+    message = str(err.value)
+    assert "EASGD needs a server device and at least one worker device (the first device is the server's" in message
+    assert "\n" not in message and rule.run is None and not (tmp_path / "no").exists()
 
 
 def test_plan_session_defaults_and_registration(tmp_path):
@@ -24,9 +36,9 @@ def test_plan_session_defaults_and_registration(tmp_path):
 
     assert theanompi.EASGD.rule is EASGD and get_rule("easgd") is EASGD
     spec, ranks = plan(EASGD, ["cpu0", "cpu1", "cpu2"], "theanompi.models.mlp", "MLP", cwd=str(tmp_path))
-    assert len(ranks) == 4 and [r["role"] for r in spec.ranks] == ["server", "worker", "worker", "worker"]
+    assert len(ranks) == 3 and [r["role"] for r in spec.ranks] == ["server", "worker", "worker"]
     assert spec.options.alpha == 0.5 and spec.options.tau == 4
-    spec, _ = plan(EASGD, "cpu0", "theanompi.models.mlp", "MLP", cwd=str(tmp_path), alpha="1", tau="7")
+    spec, _ = plan(EASGD, "cpu0,cpu1", "theanompi.models.mlp", "MLP", cwd=str(tmp_path), alpha="1", tau="7")
     assert spec.options.alpha == 1.0 and spec.options.tau == 7
 
 
@@ -40,7 +52,7 @@ def test_plan_session_defaults_and_registration(tmp_path):
 def test_bad_options_via_init_raise_config_error(tmp_path, options, message):
     rule = theanompi.EASGD()
     with pytest.raises(ConfigError) as err:
-        rule.init(devices=["cpu0", "cpu1"], modelfile="theanompi.models.mlp", modelclass="MLP",
+        rule.init(devices=["cpu0", "cpu1", "cpu2"], modelfile="theanompi.models.mlp", modelclass="MLP",
                   run_dir=str(tmp_path / "never"), **options)
     assert message in str(err.value)
     assert rule.run is None and not (tmp_path / "never").exists()

@@ -46,7 +46,7 @@ def check_counts(run_dir, n_workers, n_epochs, batches):
     ("EASGD_TAU", "0", "EASGD_TAU='0' is not allowed; use an integer >= 1"),
 ])
 def test_bad_option_values_end_tmlauncher_with_one_line(tmp_path, key, value, fragment):
-    cfg = write_cfg(tmp_path / "s.cfg", RULE="EASGD", **{key: value})
+    cfg = write_cfg(tmp_path / "s.cfg", RULE="EASGD", DEVICES="cpu0,cpu1,cpu2", **{key: value})
     proc, seconds = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -55,10 +55,11 @@ def test_bad_option_values_end_tmlauncher_with_one_line(tmp_path, key, value, fr
 
 
 def test_two_workers_learn_digits_via_tmlauncher(tmp_path):
-    cfg = write_cfg(tmp_path / "s.cfg", RULE="EASGD", N_EPOCHS=8, MODEL_BATCH_SIZE=32, RUN_DIR="easgd")
+    cfg = write_cfg(tmp_path / "s.cfg", RULE="EASGD", DEVICES="cpu0,cpu1,cpu2", N_EPOCHS=8, MODEL_BATCH_SIZE=32,
+                    RUN_DIR="easgd")
     proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "starting 3 ranks" in proc.stdout
+    assert "starting 3 ranks: cpu0, cpu1, cpu2" in proc.stdout  # the first device is the server's
     epochs = [line for line in proc.stdout.splitlines() if line.startswith("[rank 0] epoch ")]
     assert len(epochs) == 8 and "val loss" in epochs[0] and "samples/s" in epochs[0] and "ETA" in epochs[0]
     assert "final validation accuracy" in proc.stdout
@@ -75,16 +76,16 @@ def test_two_workers_learn_digits_via_tmlauncher(tmp_path):
 
 
 def test_session_learns_via_rule_init_and_wait(tmp_path):
-    run_rule_init(tmp_path, "EASGD", devices=['cpu0', 'cpu1'], modelfile='theanompi.models.mlp', modelclass='MLP',
-                  alpha=0.3, tau=7, n_epochs=6, run_dir='easgd', model_options={'batch_size': 32})
+    run_rule_init(tmp_path, "EASGD", devices=['cpu0', 'cpu1', 'cpu2'], modelfile='theanompi.models.mlp',
+                  modelclass='MLP', alpha=0.3, tau=7, n_epochs=6, run_dir='easgd', model_options={'batch_size': 32})
     result, _ = check_counts(tmp_path / "easgd", 2, 6, [24, 24])  # 288 steps = 41 blocks of 7 + 1
     assert result["alpha"] == 0.3 and result["tau"] == 7
     assert result["final_val_accuracy"] >= 0.90
 
 
 def test_worker_with_a_shorter_shard_finishes_without_blocking_the_others(tmp_path):
-    cfg = write_cfg(tmp_path / "s.cfg", RULE="EASGD", MODELFILE=EASGD_MODELS, MODELCLASS="NappingShortShard",
-                    N_EPOCHS=3, EASGD_TAU=5, MODEL_BATCH_SIZE=32, RUN_DIR="short")
+    cfg = write_cfg(tmp_path / "s.cfg", RULE="EASGD", DEVICES="cpu0,cpu1,cpu2", MODELFILE=EASGD_MODELS,
+                    MODELCLASS="NappingShortShard", N_EPOCHS=3, EASGD_TAU=5, MODEL_BATCH_SIZE=32, RUN_DIR="short")
     proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path, timeout=180)
     assert proc.returncode == 0, proc.stderr
     result, workers = check_counts(tmp_path / "short", 2, 3, [24, 8])  # 96 steps = 19 blocks of 5 + 1

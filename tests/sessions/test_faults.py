@@ -10,7 +10,8 @@ import time
 import pytest
 from conftest import ASSETS, write_cfg
 
-RULES = {"BSP": {}, "EASGD": {"EASGD_TAU": 1}, "GOSGD": {"GOSGD_P": 0.5}, "ASGD": {}}
+EASGD_DEVICES = "cpu0,cpu1,cpu2"  # EASGD's first device is its server's: a server and two workers
+RULES = {"BSP": {}, "EASGD": {"EASGD_TAU": 1, "DEVICES": EASGD_DEVICES}, "GOSGD": {"GOSGD_P": 0.5}, "ASGD": {}}
 
 
 @pytest.mark.parametrize("rule", sorted(RULES))
@@ -41,7 +42,7 @@ def test_killed_worker_ends_session_naming_rank_without_orphans(tmp_path, rule):
 # BSP cdd's case (the gradient's 'b1' on worker 1) is in the bad-input matrix
 @pytest.mark.parametrize("rule, keys, bad_param", [
     ("BSP", {"BSP_SYNC_TYPE": "avg"}, "'W1' (params[2]) on worker 1"),
-    ("EASGD", {"EASGD_TAU": 1}, "'W1' (params[2]) on worker 1"),
+    ("EASGD", {"EASGD_TAU": 1, "DEVICES": EASGD_DEVICES}, "'W1' (params[2]) on worker 1"),
     ("GOSGD", {"GOSGD_P": 1.0}, "'W1' (params[2]) on worker 1"),
     ("ASGD", {}, "'W1' (params[2]) on worker 1"),
 ])
@@ -70,9 +71,10 @@ def test_check_finite_can_be_turned_off(tmp_path):
 @pytest.mark.parametrize("rule, hang_in, hang_rank, keys, culprit", [
     ("BSP", "train", 1, {}, "rank 1 (worker on cpu1) is stuck in training (computing)"),
     ("ASGD", "train", 1, {}, "rank 1 (worker on cpu1) is stuck in training (computing)"),
-    ("EASGD", "train", 1, {"EASGD_TAU": 1}, "rank 2 (worker on cpu1) is stuck in training (computing)"),
+    ("EASGD", "train", 1, {"EASGD_TAU": 1, "DEVICES": EASGD_DEVICES},
+     "rank 2 (worker on cpu2) is stuck in training (computing)"),
     ("GOSGD", "val", 1, {"GOSGD_P": 0.5}, "rank 1 (worker on cpu1) is stuck in validation"),
-    ("EASGD", "val", 0, {"EASGD_TAU": 1}, "rank 0 (server on cpu0) is stuck in validation"),
+    ("EASGD", "val", 0, {"EASGD_TAU": 1, "DEVICES": EASGD_DEVICES}, "rank 0 (server on cpu0) is stuck in validation"),
     ("BSP", "build", 1, {"WATCHDOG_BUILD": 10},
      "rank 1 (worker on cpu1) is stuck in building the model (constructing)"),
 ])
@@ -95,7 +97,8 @@ def test_watchdog_names_the_stuck_rank_in_every_phase(tmp_path, rule, hang_in, h
 def test_survivors_carry_on_without_a_lost_worker(tmp_path, rule, worker_rank):
     """ON_WORKER_LOSS=continue (ULFM): worker 1 is killed mid-run, the session still ends well."""
     cfg = write_cfg(tmp_path / "s.cfg", RULE=rule, MODELFILE=str(ASSETS / "contract_models.py"), MODELCLASS="Napper",
-                    N_EPOCHS=2, RUN_DIR="run", ON_WORKER_LOSS="continue", EASGD_TAU=1 if rule == "EASGD" else None)
+                    N_EPOCHS=2, RUN_DIR="run", ON_WORKER_LOSS="continue", EASGD_TAU=1 if rule == "EASGD" else None,
+                    DEVICES=EASGD_DEVICES if rule == "EASGD" else "cpu0,cpu1")
     exe = os.path.join(os.path.dirname(sys.executable), "tmlauncher")
     proc = subprocess.Popen([exe, f"-cfg={cfg}"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -108,7 +111,7 @@ def test_survivors_carry_on_without_a_lost_worker(tmp_path, rule, worker_rank):
     os.kill(int((tmp_path / "run" / "ranks" / f"rank-{worker_rank}.pid").read_text()), signal.SIGKILL)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
-    assert f"carried on without rank {worker_rank} (worker on cpu1)" in out
+    assert f"carried on without rank {worker_rank} (worker on cpu{worker_rank})" in out
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["lost_workers"] == [1]
     assert summary["epochs"] == 2 and summary["final_val_accuracy"] >= 0.85, summary
@@ -120,7 +123,8 @@ def test_survivors_carry_on_without_a_lost_worker(tmp_path, rule, worker_rank):
 def test_lost_server_is_named_not_the_workers_that_saw_it_go(tmp_path):
     """ON_WORKER_LOSS=continue cannot carry on without EASGD's server: the dead server is blamed."""
     cfg = write_cfg(tmp_path / "s.cfg", RULE="EASGD", MODELFILE=str(ASSETS / "contract_models.py"),
-                    MODELCLASS="Napper", N_EPOCHS=2, RUN_DIR="run", ON_WORKER_LOSS="continue", EASGD_TAU=1)
+                    MODELCLASS="Napper", N_EPOCHS=2, RUN_DIR="run", ON_WORKER_LOSS="continue", EASGD_TAU=1,
+                    DEVICES=EASGD_DEVICES)
     exe = os.path.join(os.path.dirname(sys.executable), "tmlauncher")
     proc = subprocess.Popen([exe, f"-cfg={cfg}"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)

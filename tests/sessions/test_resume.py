@@ -62,7 +62,8 @@ def test_killed_worker_leaves_last_checkpoint_intact_and_resume_continues(tmp_pa
 
 @pytest.mark.parametrize("rule", ["ASGD", "EASGD", "GOSGD"])
 def test_resume_continues_every_rule_from_its_checkpoint(tmp_path, rule):
-    keys = dict(RULE=rule, MODEL_HIDDEN=64, CHECKPOINT_EVERY=1)
+    keys = dict(RULE=rule, MODEL_HIDDEN=64, CHECKPOINT_EVERY=1,
+                DEVICES="cpu0,cpu1,cpu2" if rule == "EASGD" else "cpu0,cpu1")  # EASGD: a server and two workers
     first = write_cfg(tmp_path / "a.cfg", N_EPOCHS=1, RUN_DIR="a", **keys)
     assert run_launcher(f"-cfg={first}", cwd=tmp_path)[0].returncode == 0
     saved = load_checkpoint(tmp_path / "a" / "checkpoints")

@@ -24,6 +24,8 @@ def test_theanompi_idiom_model_learns_under_every_rule(cfg_dir, rule):
     # BSP also checks that LR_SCALING with warm-up reaches the model's shared_lr, composed with its own
     # step decay, and that sub-batches and top-5 errors are honoured
     keys = {"LR_SCALING": "linear", "WARMUP_EPOCHS": 2} if rule == "BSP" else {}
+    if rule == "EASGD":
+        keys["DEVICES"] = "cpu0,cpu1,cpu2"  # the first device is the server's, as in Theano-MPI
     proc = _session(cfg_dir, "DigitsMLP", RULE=rule, **keys)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads((cfg_dir / "run" / "summary.json").read_text())

@@ -86,10 +86,15 @@ def summary(run_dir: Path) -> dict:
     return json.loads((run_dir / "summary.json").read_text())
 
 
-@pytest.mark.parametrize("rule, keys", [("BSP", {"BSP_SYNC_TYPE": "cdd"}), ("EASGD", {"EASGD_TAU": 2})])
-def test_rule_trains_over_two_hosts_as_on_one_with_tcp_between_them(hosts, workdir, private_tmp, rule, keys):
+# EASGD's first device is its server's: one more device on host1 keeps four workers, two on each host
+@pytest.mark.parametrize("rule, keys, two, one", [
+    ("BSP", {"BSP_SYNC_TYPE": "cdd"}, TWO_HOSTS, ONE_HOST),
+    ("EASGD", {"EASGD_TAU": 2}, "host1:cpu0,cpu1,cpu2;host2:cpu0,cpu1", "cpu0,cpu1,cpu2,cpu3,cpu4"),
+])
+def test_rule_trains_over_two_hosts_as_on_one_with_tcp_between_them(hosts, workdir, private_tmp, rule, keys, two,
+                                                                     one):
     run_dir = private_tmp / f"{rule.lower()}-two"
-    cfg = write_cfg(workdir / f"{rule}-two.cfg", RULE=rule, DEVICES=TWO_HOSTS, RUN_DIR=run_dir, **TRAINING, **keys)
+    cfg = write_cfg(workdir / f"{rule}-two.cfg", RULE=rule, DEVICES=two, RUN_DIR=run_dir, **TRAINING, **keys)
     before = hosts.link_bytes("host1")
     proc = launch_on_host1(hosts, cfg, workdir)
     out, err = proc.communicate(timeout=300)
@@ -108,9 +113,9 @@ def test_rule_trains_over_two_hosts_as_on_one_with_tcp_between_them(hosts, workd
     assert (run_dir / "ranks" / "rank-0.done").exists()
 
     reference_dir = workdir / f"{rule.lower()}-one"
-    one = write_cfg(workdir / f"{rule}-one.cfg", RULE=rule, DEVICES=ONE_HOST, RUN_DIR=reference_dir, **TRAINING,
-                    **keys)
-    reference, _ = run_launcher(f"-cfg={one}", cwd=workdir, timeout=300)
+    one_cfg = write_cfg(workdir / f"{rule}-one.cfg", RULE=rule, DEVICES=one, RUN_DIR=reference_dir, **TRAINING,
+                        **keys)
+    reference, _ = run_launcher(f"-cfg={one_cfg}", cwd=workdir, timeout=300)
     assert reference.returncode == 0, reference.stderr
     two_hosts, one_host = summary(run_dir), summary(reference_dir)
     assert two_hosts["workers"] == one_host["workers"] == 4

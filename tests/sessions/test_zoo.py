@@ -24,7 +24,7 @@ def run_session(tmp_path, name, **keys):
 
 @pytest.mark.parametrize("rule, keys", [
     ("BSP", {"BSP_SYNC_TYPE": "cdd"}),
-    ("EASGD", {"EASGD_TAU": 2}),
+    ("EASGD", {"EASGD_TAU": 2, "DEVICES": "cpu0,cpu1,cpu2"}),  # the first device is the server's
     ("GOSGD", {"GOSGD_P": 0.5}),
     ("ASGD", {"ASGD_UPDATER": "add"}),
 ])

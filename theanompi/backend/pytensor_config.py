@@ -143,14 +143,14 @@ def blas_ldflags() -> str:
     return f"-L{libdir} -l{lib} -Wl,-rpath,{libdir} {renames}"
 
 
-def pytensorrc_text(cache_dir: Path, floatx: str = "float32") -> str:
-    """The pytensorrc contents :func:`configure_pytensor` installs."""
+def pytensorrc_text(cache_dir: Path, floatx: str | None = "float32") -> str:
+    """The pytensorrc contents :func:`configure_pytensor` installs (``floatx`` None: pytensor's own default)."""
     return (
         "[global]\n"
         "mode = FAST_RUN\n"
         "linker = cvm\n"
-        f"floatX = {floatx}\n"
-        f"base_compiledir = {cache_dir / 'pytensor'}\n"
+        + (f"floatX = {floatx}\n" if floatx else "")
+        + f"base_compiledir = {cache_dir / 'pytensor'}\n"
         "[blas]\n"
         f"ldflags = {blas_ldflags()}\n"
     )
@@ -251,7 +251,7 @@ def blas_report() -> dict[str, str | None]:
             **{name.lower(): os.environ.get(name) for name in IDLE_THREAD_SETTINGS}}
 
 
-def configure_pytensor(cache_dir: Path | None = None, floatx: str = "float32") -> Path:
+def configure_pytensor(cache_dir: Path | None = None, floatx: str | None = "float32") -> Path:
     """Write (once) and select the pytensorrc for this process; return its path.
 
     Must run before pytensor is imported; raises RuntimeError otherwise, because
@@ -298,9 +298,13 @@ def ensure_pytensor_configured(cache_dir: Path | None = None, floatx: str = "flo
     if value is not None:
         log.info("OPENBLAS_CORETYPE=%s (chosen by %s)", value, chosen_by)
     if "pytensor" not in sys.modules:
-        configure_pytensor(cache_dir, floatx)
+        _FLOATX_DEFAULT.update(rc=str(configure_pytensor(cache_dir, floatx)), cache_dir=cache_dir)
         return []
+    # pytensor may have read a pytensorrc of ours named by an environment inherited from a theanompi process
+    inherited = _is_theanompi_rc(os.environ.get("PYTENSORRC"), cache_dir)
     os.environ["PYTENSORRC"] = str(write_pytensorrc(cache_dir, floatx))  # for child processes
+    _FLOATX_DEFAULT.update(rc=os.environ["PYTENSORRC"], cache_dir=cache_dir, pytensor_first=True,
+                           inherited_rc=inherited)
     from pytensor import config  # noqa: PLC0415 - no pytensor at the launcher's import
 
     changed = []
@@ -308,6 +312,8 @@ def ensure_pytensor_configured(cache_dir: Path | None = None, floatx: str = "flo
         already_ours = hasattr(config._config_var_dict[name], "val") and getattr(config, name) == wanted
         if _user_set(config, name) or already_ours:
             continue  # the user's own choice, or already ours
+        if name == "floatX":
+            _FLOATX_DEFAULT["live_previous"] = getattr(config, name)
         try:
             setattr(config, name, wanted)
         except Exception as err:  # pytensor raises a bare Exception for frozen settings
@@ -326,7 +332,64 @@ def ensure_pytensor_configured(cache_dir: Path | None = None, floatx: str = "flo
     return changed
 
 
-def write_pytensorrc(cache_dir: Path | None = None, floatx: str = "float32") -> Path:
+#: How theanompi gave this process its float32 floatX: the pytensorrc it installed (``rc``) and, when pytensor
+#: was imported before theanompi, the value it replaced on the live config (``live_previous``).
+_FLOATX_DEFAULT: dict = {}
+
+#: Modules whose import means the float32 default may be in use (they create variables in floatX).
+FLOATX_USERS = ("theanompi.models.base", "theanompi.models.layers", "theanompi.models.layers2", "theanompi.lasagne")
+
+
+def leave_floatx_to_pytensor() -> str | None:
+    """Undo ``import theanompi``'s float32 default of ``floatX`` (Multiverso's API scripts assume Theano's own,
+    float64): ``floatX`` becomes what it was without theanompi, unless the user set it (``PYTENSOR_FLAGS`` or
+    their own pytensorrc: then nothing was changed) or a theanompi layer or model module was imported already
+    (it may hold float32 variables). Returns the floatX this process now gets ("float64"), or None when it left
+    it as it was.
+
+    Example
+    -------
+    >>> leave_floatx_to_pytensor() in (None, "float64")        # doctest: +SKIP
+    True
+    """
+    if not _FLOATX_DEFAULT or any(name in sys.modules for name in FLOATX_USERS):
+        return None
+    if "pytensor" not in sys.modules:
+        if os.environ.get("PYTENSORRC") != _FLOATX_DEFAULT["rc"]:
+            return None  # another pytensorrc was chosen since
+        rc = write_pytensorrc(_FLOATX_DEFAULT["cache_dir"], floatx=None)
+        os.environ["PYTENSORRC"] = _FLOATX_DEFAULT["rc"] = str(rc)
+        _FLOATX_DEFAULT.clear()
+        return "float64"
+    from pytensor import config  # noqa: PLC0415 - only when the script imported pytensor already
+
+    previous = _FLOATX_DEFAULT.get("live_previous")
+    if _FLOATX_DEFAULT.get("pytensor_first"):
+        if previous is None and not (_FLOATX_DEFAULT.get("inherited_rc") and not _user_set_by_flags("floatX")):
+            return None  # pytensor came first with the user's floatX: theanompi left it alone
+    elif _user_set_by_flags("floatX") or os.environ.get("PYTENSORRC") != _FLOATX_DEFAULT["rc"]:
+        return None  # pytensor read the user's floatX, or another pytensorrc
+    config.floatX = previous or config._config_var_dict["floatX"].default
+    os.environ["PYTENSORRC"] = str(write_pytensorrc(_FLOATX_DEFAULT["cache_dir"], floatx=None))
+    _FLOATX_DEFAULT.clear()
+    return str(config.floatX)
+
+
+def _is_theanompi_rc(path: str | None, cache_dir: Path | None) -> bool:
+    """Whether ``path`` is a pytensorrc that :func:`write_pytensorrc` wrote (in the cache directory)."""
+    if not path:
+        return False
+    rc = Path(path)
+    return rc.name.startswith("pytensorrc-") and rc.parent == Path(cache_dir or default_cache_dir())
+
+
+def _user_set_by_flags(name: str) -> bool:
+    """Whether ``PYTENSOR_FLAGS`` names ``name`` (our pytensorrc names floatX too, so the rc does not count)."""
+    flags = os.environ.get("PYTENSOR_FLAGS", "")
+    return any(item.split("=", 1)[0].strip() == name for item in flags.split(",") if "=" in item)
+
+
+def write_pytensorrc(cache_dir: Path | None = None, floatx: str | None = "float32") -> Path:
     """Write the pytensorrc of :func:`pytensorrc_text` into the cache directory (:func:`cache_root` by default)
     unless it is there already, whole; return its path. A file of that name with any other text (cut short,
     edited) is rewritten, with a warning."""

@@ -15,6 +15,7 @@ Example
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,23 @@ _KEY_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
 
 def parse_cfg_text(text: str, source: str = "cfg") -> dict[str, str]:
-    """KEY -> raw value; ConfigError for a line without '=', a bad or duplicate key."""
+    r"""KEY -> raw value; ConfigError for a line without '=', a bad or duplicate key.
+
+    Theano-MPI's launcher sourced its cfg in bash, and its files use two shell spellings that are read here
+    too: a quoted value (``BSP_EXCH_STRATEGY='ar'``) and a parenthesised list that may span lines, one
+    ``host:devices`` group per element (``DEVICES=("node0:cuda0"`` / ``"node1:cuda0,cuda1")``), read as
+    the groups joined by ``;``.
+
+    Example
+    -------
+    >>> raw = parse_cfg_text("BSP_EXCH_STRATEGY='ar'\nDEVICES=(\"node0:cpu0\"\n  \"node1:cpu0,cpu1\")\n")
+    >>> raw["BSP_EXCH_STRATEGY"], raw["DEVICES"]
+    ('ar', 'node0:cpu0;node1:cpu0,cpu1')
+    """
     raw: dict[str, str] = {}
     text = text[1:] if text.startswith("\ufeff") else text  # a byte-order mark
-    for lineno, line in enumerate(text.splitlines(), 1):
+    lines = iter(enumerate(text.splitlines(), 1))
+    for lineno, line in lines:
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
@@ -43,8 +57,32 @@ def parse_cfg_text(text: str, source: str = "cfg") -> dict[str, str]:
             raise ConfigError(f"{source}:{lineno}: key {key!r} is malformed (letters, digits, '_')")
         if key in raw:
             raise ConfigError(f"{source}:{lineno}: key {key} is given twice")
-        raw[key] = value
+        if value.startswith("("):
+            value = _shell_list(value, lines, f"{source}:{lineno}", key)
+        raw[key] = _unquoted(value)
     return raw
+
+
+def _unquoted(value: str) -> str:
+    """``value`` without one pair of matching shell quotes around it."""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
+
+
+def _shell_list(first: str, lines: Iterator[tuple[int, str]], where: str, key: str) -> str:
+    """A bash array ``(a b ...)``, possibly continued on the following lines: its elements joined by ``;``."""
+    body = first[1:]
+    while ")" not in body:
+        try:
+            _, line = next(lines)
+        except StopIteration:
+            raise ConfigError(f"{where}: {key}=( is not closed by ')'") from None
+        body += " " + line.split("#", 1)[0].strip()
+    inside, rest = body.split(")", 1)
+    if rest.strip():
+        raise ConfigError(f"{where}: {key}: {rest.strip()!r} after ')'")
+    return ";".join(_unquoted(item) for item in inside.split())
 
 
 def read_cfg_file(path: str | Path) -> dict[str, str]:

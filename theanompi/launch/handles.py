@@ -17,6 +17,17 @@ Example
 Traceback (most recent call last):
 ...
 RuntimeError: BSP.wait() called before init()
+
+Theano-MPI's class attributes are read at ``init``, as Theano-MPI read them: ``BSP.sync_type = 'avg'`` (or
+``exch_strategy``) set on the class before ``BSP()`` applies to the sessions it starts, unless ``init`` gets the
+keyword itself. A value theanompi does not have is refused in one line naming the alternatives:
+
+>>> BSP.sync_type = "swap"
+>>> BSP().init(devices=["cpu0", "cpu1"], modelfile="theanompi.models.mlp", modelclass="MLP")
+Traceback (most recent call last):
+...
+theanompi.core.errors.ConfigError: BSP_SYNC_TYPE='swap' is not allowed; use one of: cdd, avg
+>>> BSP.sync_type = None                             # back to the option's default (cdd)
 """
 
 from __future__ import annotations
@@ -37,6 +48,8 @@ class Session:
     """A handle on one session of ``rule`` at a time: :meth:`init` (or :meth:`start`) it, then :meth:`wait`."""
 
     rule: ClassVar[type[Rule] | None] = None
+    #: the rule's options that may be set on the handle's class (Theano-MPI's ``BSP.sync_type = 'avg'``)
+    class_options: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, rule: type[Rule] | None = None):
         rule = rule or type(self).rule
@@ -60,9 +73,14 @@ class Session:
         short-lived thread: the session does not end with it.
         """
         self._refuse_a_second_session()
+        options = {**self._options_set_on_the_class(), **{k: v for k, v in options.items() if v is not None}}
         request = SessionRequest.from_keywords(self._rule, devices, modelfile, modelclass, model_options, **options)
         spec, ranks = plan_session(request)
         return self.start(spec, ranks)
+
+    def _options_set_on_the_class(self) -> dict[str, Any]:
+        """The :attr:`class_options` given a value (on the class, as Theano-MPI did, or on this object)."""
+        return {name: getattr(self, name) for name in self.class_options if getattr(self, name, None) is not None}
 
     def start(self, spec: SessionSpec, ranks: list[RankSpec]) -> Session:
         """Start a planned session (see :func:`theanompi.launch.plan.start_session`); ``wait()`` for it."""
@@ -100,13 +118,24 @@ class Session:
 
 
 class BSP(Session):
-    """A BSP session (:mod:`theanompi.rules.bsp`): ``BSP().init(..., sync_type="cdd")``."""
+    """A BSP session (:mod:`theanompi.rules.bsp`): ``BSP().init(..., sync_type="cdd")``.
+
+    ``BSP.sync_type`` and ``BSP.exch_strategy`` (None: the option's default, or the sync type the
+    rule chooses for the ModelClass) may be set on the class before ``BSP()``, as in Theano-MPI.
+    """
 
     rule = rules.BSP
+    class_options = ("sync_type", "exch_strategy")
+    sync_type: ClassVar[str | None] = None
+    exch_strategy: ClassVar[str | None] = None
 
 
 class EASGD(Session):
-    """An EASGD session (:mod:`theanompi.rules.easgd`): ``EASGD().init(..., alpha=0.5, tau=4)``."""
+    """An EASGD session (:mod:`theanompi.rules.easgd`): ``EASGD().init(..., alpha=0.5, tau=4)``.
+
+    As in Theano-MPI, the first of ``devices`` is the server's and the others are the workers':
+    ``devices=["cpu0", "cpu1", "cpu2"]`` starts a server and two workers.
+    """
 
     rule = rules.EASGD
 

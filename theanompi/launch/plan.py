@@ -26,6 +26,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -94,19 +95,51 @@ def plan_session(request: SessionRequest) -> tuple[SessionSpec, list[RankSpec]]:
         configure_pytensor()  # the model module may import pytensor: same cache and backend
     model_cls = load_model_class(request.modelfile, request.modelclass, cwd)
     check_model_class(model_cls)
+    model_options, data_notes = resolve_data_dir(model_cls, request.model_options)
     validate_options = getattr(model_cls, "validate_options", None)
     if callable(validate_options):
-        validate_options(request.model_options)
+        validate_options(model_options)
     options, notes = rule.adapt_to_model(model_cls, options, request.given)
+    notes = notes + data_notes
     ranks = rule.launch_ranks(devices, options)
     options, resume_point = resolve_paths(rule.name, options, cwd)
     spec = SessionSpec(
         rule=rule.name, devices=[str(d) for d in devices], modelfile=request.modelfile,
-        modelclass=request.modelclass, options=options, model_options=dict(request.model_options),
+        modelclass=request.modelclass, options=options, model_options=model_options,
         ranks=[{"role": r.role, "device": str(r.device)} for r in ranks], cwd=cwd, notes=notes,
         resume_point=resume_point,
     )
     return spec, ranks
+
+
+#: the environment variable giving the model option ``data_dir`` when neither the cfg nor ``init`` gives one
+DATA_DIR_ENV = "MODEL_DATA_DIR"
+
+
+def resolve_data_dir(model_cls: type, model_options: dict[str, Any],
+                     environ: Mapping[str, str] = os.environ) -> tuple[dict[str, Any], list[str]]:
+    """``model_options`` with ``data_dir`` taken from the environment's ``MODEL_DATA_DIR`` where the user gave
+    none (Theano-MPI's scripts call ``init`` without model options) and the ModelClass reads one (its option
+    table has ``data_dir``, or it has no table: Theano-MPI's DataClasses read it from the session); and the
+    launch line's note saying so.
+
+    Example
+    -------
+    >>> class Reader:
+    ...     defaults = {"data_dir": ""}
+    ...     @classmethod
+    ...     def validate_options(cls, options): return options
+    >>> resolve_data_dir(Reader, {}, {"MODEL_DATA_DIR": "/data/cifar"})
+    ({'data_dir': '/data/cifar'}, ['MODEL_DATA_DIR=/data/cifar from the environment'])
+    >>> resolve_data_dir(Reader, {"data_dir": "here"}, {"MODEL_DATA_DIR": "/data/cifar"})
+    ({'data_dir': 'here'}, [])
+    """
+    value = environ.get(DATA_DIR_ENV, "").strip()
+    reads_data_dir = "data_dir" in getattr(model_cls, "defaults", {}) or not callable(
+        getattr(model_cls, "validate_options", None))
+    if not value or "data_dir" in model_options or not reads_data_dir:
+        return dict(model_options), []
+    return {**model_options, "data_dir": value}, [f"{DATA_DIR_ENV}={value} from the environment"]
 
 
 def resolve_paths(rule_name: str, options: SessionOptions, cwd: str) -> tuple[SessionOptions, dict[str, int] | None]:

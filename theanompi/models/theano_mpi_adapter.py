@@ -62,6 +62,27 @@ def _accepts_arguments(method) -> bool:
         return True
 
 
+#: What a ModelClass copied from Theano-MPI's ImageNet models must change (see :func:`calls_gpu_sync`).
+GPU_SYNC_HINT = ("ModelClass {name!r}: train_iter calls .sync() on a parameter's value (Theano-MPI's "
+                 "'for p in self.params: p.container.value.sync()', which waited for the GPU); pytensor keeps "
+                 "parameters in numpy arrays, which have no sync: delete that line")
+
+
+def calls_gpu_sync(err: AttributeError) -> bool:
+    """Whether ``err`` is Theano-MPI's ``p.container.value.sync()`` (a pygpu array's method) failing on numpy.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> try:
+    ...     np.zeros(2).sync()
+    ... except AttributeError as err:
+    ...     calls_gpu_sync(err)
+    True
+    """
+    return getattr(err, "name", None) == "sync" and isinstance(getattr(err, "obj", None), np.ndarray)
+
+
 class SubBatchData:
     """A Theano-MPI model's data seen by the rules: batch counts include the sub-batches."""
 
@@ -225,7 +246,12 @@ class TheanoMPIModel:
 
     def train_iter(self, count: int, recorder):
         self._remember(recorder)
-        self.model.train_iter(count // self.n_subb, recorder)
+        try:
+            self.model.train_iter(count // self.n_subb, recorder)
+        except AttributeError as err:
+            if not calls_gpu_sync(err):
+                raise
+            raise ContractError(GPU_SYNC_HINT.format(name=self.name)) from None
         if count == self.data.n_batch_train - 1:
             self.model.reset_iter("train")
         if self.sync_type == "cdd":

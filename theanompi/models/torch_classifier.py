@@ -286,12 +286,16 @@ class TorchClassifierModel(ClassifierHyperParams):
         self._set_lr(float(epoch))
         self._warmup_this_epoch = self.warming_up(epoch)
 
+    def running_stats(self) -> list[torch.Tensor]:
+        """The state :meth:`sync_state` averages: the module's floating-point buffers (batch-norm statistics)."""
+        return [b for b in self.network.buffers() if b.is_floating_point()]
+
     def sync_state(self, comm) -> None:
-        """Average the module's floating-point buffers (batch-norm running statistics) over the workers.
+        """Average :meth:`running_stats` (batch-norm running statistics) over the workers.
 
         One allreduce of one float64 buffer (``comm.allreduce``, as the pytensor layers' BN sync does).
         """
-        buffers = [b for b in self.network.buffers() if b.is_floating_point()]
+        buffers = self.running_stats()
         if not buffers:
             return
         values = [host_copy(b) for b in buffers]

@@ -8,10 +8,13 @@ Network (``widths`` = ``"96,256,384,384,256"``, ``fc_width`` = 4096, ``stem=imag
                        -> fc(4096) + relu -> dropout -> fc(4096) + relu -> dropout -> fc(n_classes)
 
 ``stem=small`` (chosen by ``auto`` for crops under 64 pixels, e.g. 32x32 tests)
-replaces the first convolution by 5x5 stride 1 pad 2. Local response
-normalisation and the two-GPU split of the original are left out. Dropout (with
-masks that differ between ranks) is active in training only: validation uses the
-deterministic network.
+replaces the first convolution by 5x5 stride 1 pad 2. The paper's two features
+are options, off by default: ``lrn=true`` adds its local response normalisation
+(n=5, k=2, alpha=1e-4, beta=0.75) after the first two convolutions, ``groups=2``
+its two-GPU split (conv2, conv4 and conv5 see only their half of the channels;
+Theano-MPI's ``alex_net.AlexNet`` has both). Dropout (with masks that differ
+between ranks) is active in training only: validation uses the deterministic
+network.
 
 Data (``data=hickle``, default): ``MODEL_DATA_DIR`` holds ``train/`` (one hickle
 file per rank batch: the batch size is the files'), optional ``val/``,
@@ -23,7 +26,7 @@ Theano-MPI's ``chwb``. ``data=synthetic`` (``input_size`` x ``input_size``) runs
 without files.
 
 Model options (cfg ``MODEL_*``): ``widths``, ``fc_width``, ``dropout`` (0.5),
-``stem`` (``auto``/``imagenet``/``small``), ``n_classes`` (1000), ``input_size``
+``stem`` (``auto``/``imagenet``/``small``), ``lrn`` (false), ``groups`` (1 or 2), ``n_classes`` (1000), ``input_size``
 (227), the other data options, ``lr`` (0.01), ``momentum`` (0.9), ``weight_decay``
 (0.0005), ``n_epochs`` (70), ``lr_decay_epochs`` (``"20,40,60"``), ``prefetch`` (true).
 
@@ -45,6 +48,10 @@ Small: synthetic 3x32x32 images, 5 classes, narrow layers.
 >>> m = AlexNet(WorkerConfig(rank=0, size=1, seed=0, device="cpu0", model_options=opts))
 >>> L.get_output_shape(m.network), m.stem
 ((None, 5), 'small')
+>>> paper = AlexNet(WorkerConfig(rank=0, size=1, seed=0, device="cpu0", model_options={**opts, "lrn": True,
+...                                                                                   "groups": 2}))
+>>> [p.name for p in paper.params][2:6]
+['conv2.g0.W', 'conv2.g0.b', 'conv2.g1.W', 'conv2.g1.b']
 """
 
 from __future__ import annotations
@@ -52,7 +59,15 @@ from __future__ import annotations
 import theanompi.models.layers as L
 from theanompi.core.errors import ConfigError
 from theanompi.core.options import predicate_parser
-from theanompi.models.zoo import ImageClassifier, choice_check, int_list_check, is_int, is_number, parse_int_list
+from theanompi.models.zoo import (
+    BatchSizedConcat,
+    ImageClassifier,
+    choice_check,
+    int_list_check,
+    is_int,
+    is_number,
+    parse_int_list,
+)
 
 
 class AlexNet(ImageClassifier):
@@ -61,11 +76,12 @@ class AlexNet(ImageClassifier):
     defaults = {**ImageClassifier.defaults, "data": "hickle", "input_size": 227, "n_classes": 1000,
                 "widths": "96,256,384,384,256", "fc_width": 4096, "dropout": 0.5, "stem": "auto",
                 "batch_size": 128, "lr": 0.01, "momentum": 0.9, "weight_decay": 0.0005, "n_epochs": 70,
-                "lr_decay_epochs": "20,40,60", "prefetch": True}
+                "lr_decay_epochs": "20,40,60", "prefetch": True, "lrn": False, "groups": 1}
     checks = {**ImageClassifier.checks, "widths": int_list_check(length=5),
               "fc_width": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"),
               "dropout": predicate_parser(lambda v: is_number(v) and v < 1, "a number in [0, 1)"),
-              "stem": choice_check("auto", "imagenet", "small")}
+              "stem": choice_check("auto", "imagenet", "small"),
+              "lrn": predicate_parser(lambda v: isinstance(v, bool), "true or false"), "groups": choice_check(1, 2)}
     data_choices = ("hickle", "synthetic")
 
     def build_layers(self, net):
@@ -74,16 +90,19 @@ class AlexNet(ImageClassifier):
         self.stem = hp["stem"] if hp["stem"] != "auto" else ("imagenet" if side >= 64 else "small")
         w = parse_int_list(hp["widths"])
         he = L.init.HeNormal("relu")
+        groups = hp["groups"]
         try:
             if self.stem == "imagenet":
                 net = L.Conv2DLayer(net, w[0], 11, stride=4, W=he, name="conv1")
             else:
                 net = L.Conv2DLayer(net, w[0], 5, pad=2, W=he, name="conv1")
+            net = self.normalised(net, "conv1")
             net = L.MaxPool2DLayer(net, 3, stride=2, name="pool1")
-            net = L.Conv2DLayer(net, w[1], 5, pad=2, W=he, name="conv2")
+            net = grouped_conv(net, w[1], 5, 2, groups, he, "conv2")
+            net = self.normalised(net, "conv2")
             net = L.MaxPool2DLayer(net, 3, stride=2, name="pool2")
             for i in (3, 4, 5):
-                net = L.Conv2DLayer(net, w[i - 1], 3, pad=1, W=he, name=f"conv{i}")
+                net = grouped_conv(net, w[i - 1], 3, 1, 1 if i == 3 else groups, he, f"conv{i}")
             net = L.MaxPool2DLayer(net, 3, stride=2, name="pool5")
         except ValueError as e:
             raise ConfigError(f"AlexNet: a {side}x{side} input is too small for stem={self.stem} ({e}); use a "
@@ -93,3 +112,33 @@ class AlexNet(ImageClassifier):
             if hp["dropout"]:
                 net = self.dropout(net, hp["dropout"])
         return L.DenseLayer(net, self.n_outputs, nonlinearity=None, W=L.init.Normal(0.01), name="fc8")
+
+    def normalised(self, net, name: str):
+        """``net`` followed by the paper's local response normalisation when ``lrn`` is on."""
+        if not self.hp["lrn"]:
+            return net
+        return L.LocalResponseNormalization2DLayer(net, alpha=1e-4, k=2.0, beta=0.75, n=5, name=f"{name}.lrn")
+
+
+def grouped_conv(net, filters: int, size: int, pad: int, groups: int, W, name: str):
+    """A ``size`` x ``size`` convolution (ReLU) whose ``groups`` halves of the filters each see only their share of
+    the input channels (AlexNet's two-GPU split); one ordinary convolution when ``groups`` is 1.
+
+    Example
+    -------
+    >>> L.get_output_shape(grouped_conv(L.InputLayer((None, 4, 6, 6)), 8, 3, 1, 2, L.init.HeNormal(), "c"))
+    (None, 8, 6, 6)
+    """
+    if groups == 1:
+        return L.Conv2DLayer(net, filters, size, pad=pad, W=W, name=name)
+    channels = net.output_shape[1]
+    if channels % groups or filters % groups:
+        raise ConfigError(f"{name}: {channels} input channels and {filters} filters do not split into {groups} groups;"
+                          " use MODEL_WIDTHS divisible by the groups")
+    share = channels // groups
+    parts = []
+    for g in range(groups):
+        piece = L.ExpressionLayer(net, lambda x, g=g: x[:, g * share:(g + 1) * share],
+                                  output_shape=lambda s: (s[0], share) + tuple(s[2:]), name=f"{name}.in{g}")
+        parts.append(L.Conv2DLayer(piece, filters // groups, size, pad=pad, W=W, name=f"{name}.g{g}"))
+    return BatchSizedConcat(parts, axis=1, name=name)

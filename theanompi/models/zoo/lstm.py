@@ -45,7 +45,7 @@ from theanompi.models.base import ClassifierModel
 from theanompi.models.data.digits import load_digits_split
 from theanompi.models.data.prefetch import PrefetchData
 from theanompi.models.data.synthetic import SyntheticData
-from theanompi.models.zoo import ImageClassifier, choice_check, is_int, is_number, subset
+from theanompi.models.zoo import ImageClassifier, ImageDataOptions, choice_check, is_int, is_number, subset
 
 
 class LSTMClassifier(ImageClassifier):
@@ -68,7 +68,7 @@ class LSTMClassifier(ImageClassifier):
 
     @classmethod
     def validate_options(cls, model_options: dict[str, Any]) -> dict[str, Any]:
-        hp = super(ImageClassifier, cls).validate_options(model_options)  # ClassifierModel's (not the data check)
+        hp = super(ImageDataOptions, cls).validate_options(model_options)  # ClassifierModel's (not the data check)
         if hp["data"] == "digits" and hp["n_classes"] != 10:
             raise ConfigError(f"{cls.__name__}: data=digits has 10 classes; MODEL_N_CLASSES={hp['n_classes']} "
                               "is not allowed")

@@ -107,6 +107,21 @@ class ChannelPadShortcut(L.Layer):
         return pt.concatenate(parts, axis=1) if len(parts) > 1 else x
 
 
+def conv_bn(net, filters: int, size: int, stride: int, name: str, relu: bool = True):
+    """A ``size`` x ``size`` convolution without bias (He-initialised, "same" padding), batch norm, and a ReLU
+    unless ``relu`` is False: the unit every ResNet here is made of.
+
+    Example
+    -------
+    >>> L.get_output_shape(conv_bn(L.InputLayer((None, 3, 8, 8)), 4, 3, 2, "c"))
+    (None, 4, 4, 4)
+    """
+    conv = L.Conv2DLayer(net, filters, size, stride=stride, pad=size // 2, W=L.init.HeNormal("relu"), b=None,
+                         nonlinearity=None, name=name)
+    net = L.BatchNormLayer(conv, name=f"{name}.bn")
+    return L.NonlinearityLayer(net, L.nonlinearities.rectify, name=f"{name}.relu") if relu else net
+
+
 class ResNet(ImageClassifier):
     """CIFAR ResNet of depth 6n+2 (see the module docstring)."""
 
@@ -117,13 +132,10 @@ class ResNet(ImageClassifier):
               "depth": predicate_parser(_valid_depth, "6n+2 for n >= 1: 8, 14, 20, 32, 44, 56, 110, ..."),
               "width": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"), "shortcut": choice_check("A", "B"),
               "bn_eval": choice_check("running", "batch")}
-    data_choices = ("cifar10", "synthetic", "digits")
+    data_choices: tuple[str, ...] = ("cifar10", "synthetic", "digits")
 
     def conv_bn(self, net, filters, stride, name, relu=True):
-        conv = L.Conv2DLayer(net, filters, 3, stride=stride, pad=1, W=L.init.HeNormal("relu"), b=None,
-                             nonlinearity=None, name=name)
-        net = L.BatchNormLayer(conv, name=f"{name}.bn")
-        return L.NonlinearityLayer(net, L.nonlinearities.rectify, name=f"{name}.relu") if relu else net
+        return conv_bn(net, filters, 3, stride, name, relu)
 
     def block(self, net, filters, stride, name):
         out = self.conv_bn(net, filters, stride, f"{name}.conv1")
@@ -155,11 +167,6 @@ class ResNet(ImageClassifier):
         if self.hp["bn_eval"] == "batch":
             val_logits = L.get_output(self.network, deterministic=True, batch_norm_use_averages=False)
         return params, logits, val_logits
-
-    @property
-    def n_params(self) -> int:
-        """Number of trainable parameters (BN's gamma and beta included, running statistics not)."""
-        return int(sum(np.prod(p.get_value(borrow=True).shape) for p in self.params))
 
 
 class _FixedDepth(ResNet):

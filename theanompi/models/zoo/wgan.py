@@ -1,14 +1,33 @@
-"""WGAN: a Wasserstein GAN (Arjovsky, Chintala & Bottou 2017) on the digits' 8x8 images (real data).
+"""WGAN: a Wasserstein GAN (Arjovsky, Chintala & Bottou 2017), and LSGAN, its least-squares sibling (Mao et al. 2017).
 
-Networks (``critic_hidden`` / ``gen_hidden`` = ``"128,128"``, ``z_dim`` = 16)::
+Networks, ``arch=mlp`` (the default; ``critic_hidden`` / ``gen_hidden`` = ``"128,128"``, ``z_dim`` = 16)::
 
-    critic     image (64 pixels in [0, 1]) -> dense(128) + leaky relu -> dense(128) + leaky relu -> dense(1)
-    generator  z ~ N(0, I_16) -> dense(128) + relu -> dense(128) + relu -> dense(64) + sigmoid
+    critic     image (pixels in [0, 1], flattened) -> dense(128) + leaky relu -> dense(128) + leaky relu -> dense(1)
+    generator  z ~ N(0, I_16) -> dense(128) + relu -> dense(128) + relu -> dense(pixels) + sigmoid
+
+``arch=dcgan`` (the DCGAN pair of Radford et al. that Theano-MPI's Lasagne zoo trains; ``widths`` =
+``"64,128"``, ``fc_width`` = 1024; the image side must divide by 4)::
+
+    critic     image (C, H, W) -> conv5x5/2(64) + leaky relu -> conv5x5/2(128) + leaky relu
+                               -> dense(1024) + leaky relu -> dense(1)
+    generator  z -> dense(1024) + BN + relu -> dense(128 x H/4 x W/4) + BN + relu -> reshape
+                 -> transposed conv5x5/2(64) + BN + relu -> transposed conv5x5/2(C) + sigmoid
+
+The critic has no batch norm (its weights are clipped: a clipped BN scale would silence it); the
+generator's batch norm normalises with each batch's statistics (samples drawn for inspection use its
+running statistics).
+
+Data (``data``): ``digits`` (scikit-learn's 8x8 digits, the default: no download), ``mnist`` or
+``cifar10`` (``data_dir`` holds ``mnist.npz``/``mnist.pkl.gz`` or the CIFAR-10 python batches; without
+it in the cfg the environment's ``MODEL_DATA_DIR``), all scaled to [0, 1].
 
 Training (Algorithm 1 of the paper): RMSProp (``lr``, ``rho``), the critic's
 weights clipped to ``[-clip, clip]`` after every critic step, ``n_critic`` critic
 steps per generator step. The critic maximises the Wasserstein estimate
 ``W = mean f(x_real) - mean f(G(z))``; the generator minimises ``-mean f(G(z))``.
+With ``loss=least_squares`` (LSGAN, targets a=0, b=c=1) the critic minimises
+``(mean (f(x_real) - 1)^2 + mean f(G(z))^2) / 2`` and the generator ``mean (f(G(z)) - 1)^2 / 2``,
+with the same RMSProp and no clipping.
 The critic's forward pass also reads its weights through ``clip(w, -c, c)``
 (the identity, gradient included, for weights inside the box): under rules that
 move the parameters by other means (ASGD's server-side updaters, sums of ASGD
@@ -32,7 +51,7 @@ The contract, implemented directly (this is not a classifier):
   default mode, its shared variables live on the device, and ``apply_update``
   hands the sum to jax as it comes (a CuPy buffer through DLPack, no copy).
 * ``record_train(loss, error, n)`` / ``record_val``: **loss** is the critic's
-  Wasserstein estimate ``W`` on the batch (validation: on the validation images
+  Wasserstein estimate ``W`` on the batch (LSGAN: the critic's least-squares loss) (validation: on the validation images
   against the same number of generated images from fixed ``z``). **error** is not
   a classification error: it is the *pixel-mean gap*, the mean over the 64
   pixels of ``|mean of the real images - mean of the generated images|`` (in
@@ -42,9 +61,11 @@ The contract, implemented directly (this is not a classifier):
   1 - the validation gap.
 
 Model options (cfg ``MODEL_*``): ``batch_size`` (64), ``lr`` (0.0002),
-``rho`` (0.9), ``clip`` (0.1), ``n_critic`` (5), ``z_dim`` (16),
-``critic_hidden``, ``gen_hidden``, ``train_size``/``val_size`` (0: all digits),
-``n_epochs`` (30). ``LR_SCALING`` does not apply.
+``rho`` (0.9), ``clip`` (0.1), ``n_critic`` (5), ``z_dim`` (16), ``loss``
+(``wasserstein``/``least_squares``), ``arch`` (``mlp``/``dcgan``), ``critic_hidden``,
+``gen_hidden`` (mlp), ``widths``, ``fc_width`` (dcgan), ``data`` (``digits``/``mnist``/``cifar10``),
+``data_dir``, ``train_size``/``val_size`` (0: all images), ``n_epochs`` (30).
+``LR_SCALING`` does not apply.
 
 What it reaches (1 worker, defaults, seeds 0-3): the pixel-mean gap of 1,000
 samples falls from 0.29-0.32 at initialisation to 0.10-0.11 after 15 epochs (360
@@ -70,11 +91,17 @@ Example
 >>> gan.compile_iter_fns("local"); gan.adjust_hyperp(0)
 >>> gan.train_iter(0, Recorder(None)) is None, gan.sample(3).shape
 (True, (3, 64))
+>>> ls = LSGAN(WorkerConfig(rank=0, size=1, seed=0, device="cpu0",
+...                         model_options={"arch": "dcgan", "widths": "4,8", "fc_width": 16, "train_size": 128}))
+>>> ls.compile_iter_fns("local"); ls.adjust_hyperp(0)
+>>> ls.train_iter(0, Recorder(None)) is None, ls.sample(2).shape, ls.hp["loss"]
+(True, (2, 1, 8, 8), 'least_squares')
 """
 
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -85,23 +112,45 @@ from pytensor.graph.replace import clone_replace
 import theanompi.models.layers as L
 from theanompi.backend import arrays
 from theanompi.backend.compute import default_compute
+from theanompi.core.errors import ConfigError
 from theanompi.core.options import predicate_parser
 from theanompi.models.base import ClassifierModel
 from theanompi.models.contract import WorkerConfig
 from theanompi.models.data.base import ShardedArrayData
+from theanompi.models.data.cifar10 import load_cifar10
 from theanompi.models.data.digits import load_digits_split
-from theanompi.models.zoo import int_list_check, is_int, is_number, parse_int_list, subset
+from theanompi.models.data.mnist import load_mnist
+from theanompi.models.zoo import choice_check, int_list_check, is_int, is_number, parse_int_list, subset
 
 if TYPE_CHECKING:
     from pytensor.tensor.variable import TensorVariable
 
 
+def load_gan_images(kind: str, data_dir: str, dtype: str):
+    """((x_train, y_train), (x_val, y_val)): images ``(N, C, H, W)`` scaled to [0, 1] of the ``data`` option.
+
+    Example
+    -------
+    >>> (xt, _), (xv, _) = load_gan_images("digits", "", "float32")
+    >>> xt.shape, xv.shape, float(xt.max())
+    ((1500, 1, 8, 8), (297, 1, 8, 8), 1.0)
+    """
+    if kind == "digits":
+        return load_digits_split(flat=False, dtype=dtype)
+    if kind == "mnist":
+        (xt, yt), (xv, yv), *_ = load_mnist(data_dir)
+        return (xt.reshape(-1, 1, 28, 28).astype(dtype), yt), (xv.reshape(-1, 1, 28, 28).astype(dtype), yv)
+    (xt, yt), (xv, yv) = load_cifar10(data_dir)
+    return (xt.astype(dtype) / np.asarray(255, dtype), yt), (xv.astype(dtype) / np.asarray(255, dtype), yv)
+
+
 class WGAN:
-    """Wasserstein GAN on the digits images: critic + generator, RMSProp, weight clipping, n_critic."""
+    """Wasserstein GAN (or, with ``loss=least_squares``, LSGAN): critic + generator, RMSProp, n_critic."""
 
     defaults: dict[str, Any] = {"batch_size": 64, "lr": 0.0002, "rho": 0.9, "clip": 0.1, "n_critic": 5,
                                 "z_dim": 16, "critic_hidden": "128,128", "gen_hidden": "128,128", "train_size": 0,
-                                "val_size": 0, "n_epochs": 30}
+                                "val_size": 0, "n_epochs": 30, "loss": "wasserstein", "arch": "mlp",
+                                "widths": "64,128", "fc_width": 1024, "data": "digits", "data_dir": ""}
     checks = {
         "rho": predicate_parser(lambda v: is_number(v) and v < 1, "a number in [0, 1)"),
         "clip": predicate_parser(lambda v: is_number(v) and v > 0, "a number > 0"),
@@ -110,41 +159,59 @@ class WGAN:
         "critic_hidden": int_list_check(), "gen_hidden": int_list_check(),
         "train_size": predicate_parser(lambda v: is_int(v, 0), "an integer >= 0 (0: all)"),
         "val_size": predicate_parser(lambda v: is_int(v, 0), "an integer >= 0 (0: all)"),
+        "loss": choice_check("wasserstein", "least_squares"), "arch": choice_check("mlp", "dcgan"),
+        "widths": int_list_check(length=2), "fc_width": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"),
+        "data": choice_check("digits", "mnist", "cifar10"),
+        "data_dir": predicate_parser(lambda v: isinstance(v, str), "a directory path"),
     }
     #: Unknown names and bad values end with a ConfigError at launch (ClassifierModel's checks).
-    validate_options = inspect.getattr_static(ClassifierModel, "validate_options")  # the classmethod, bound to WGAN
+    _validate_values = inspect.getattr_static(ClassifierModel, "validate_options")  # the classmethod, bound here
 
     EPS = 1e-6
+
+    @classmethod
+    def validate_options(cls, model_options: dict[str, Any]) -> dict[str, Any]:
+        """ClassifierModel's checks of each value, then the data directory (checked at launch)."""
+        hp = cls._validate_values.__func__(cls, model_options)
+        if hp["data"] != "digits":
+            if not hp["data_dir"]:
+                raise ConfigError(f"{cls.__name__}: data={hp['data']} needs MODEL_DATA_DIR (in the cfg or the "
+                                  "environment); or use MODEL_DATA=digits")
+            if not Path(hp["data_dir"]).is_dir():
+                raise ConfigError(f"{cls.__name__}: MODEL_DATA_DIR={hp['data_dir']!r} is not a directory")
+        return hp
 
     def __init__(self, config: WorkerConfig) -> None:
         self.config = config
         self.hp = self.validate_options(config.model_options)
         self.n_epochs = self.hp["n_epochs"]
         self.floatX = pytensor.config.floatX
-        (xt, yt), (xv, yv) = load_digits_split(flat=True, dtype=self.floatX)
-
+        self.wasserstein = self.hp["loss"] == "wasserstein"
+        (xt, yt), (xv, yv) = load_gan_images(self.hp["data"], self.hp["data_dir"], self.floatX)
+        self.image_shape = tuple(xt.shape[1:])
+        if self.hp["arch"] == "mlp":
+            xt, xv = xt.reshape(len(xt), -1), xv.reshape(len(xv), -1)
+        elif self.image_shape[1] % 4 or self.image_shape[2] % 4:
+            raise ConfigError(f"{type(self).__name__}: arch=dcgan needs image sides divisible by 4; "
+                              f"{self.hp['data']} has {self.image_shape[1]}x{self.image_shape[2]}")
         x_train, y_train = subset(xt, yt, self.hp["train_size"])
         x_val, y_val = subset(xv, yv, self.hp["val_size"])
         self.data = ShardedArrayData(x_train, y_train, x_val, y_val, self.hp["batch_size"], config.rank, config.size,
                                      config.seed)
-        self.n_pixels = xt.shape[1]
-        self.data_mean = xt.mean(axis=0)
+        self.n_pixels = int(np.prod(self.image_shape))
+        self.data_mean = x_train.mean(axis=0)
         L.init.set_rng(np.random.default_rng(config.seed))  # identical networks on every rank
-        self.critic_in = L.InputLayer((None, self.n_pixels), name="critic_in")
-        net: L.Layer = self.critic_in
-        leaky = L.nonlinearities.LeakyRectify(0.2)
-        for i, h in enumerate(parse_int_list(self.hp["critic_hidden"]), start=1):
-            net = L.DenseLayer(net, h, nonlinearity=leaky, W=L.init.HeNormal("relu"), name=f"critic{i}")
-        self.critic = L.DenseLayer(net, 1, nonlinearity=None, name="critic_out")
-        self.gen_in = L.InputLayer((None, self.hp["z_dim"]), name="z")
-        net = self.gen_in
-        for i, h in enumerate(parse_int_list(self.hp["gen_hidden"]), start=1):
-            net = L.DenseLayer(net, h, W=L.init.HeNormal("relu"), name=f"gen{i}")
-        self.generator = L.DenseLayer(net, self.n_pixels, nonlinearity=L.nonlinearities.sigmoid, name="gen_out")
-        clip = self.hp["clip"]
-        for p in L.get_all_params(self.critic, trainable=True):  # start inside the box
-            p.set_value(np.clip(p.get_value(), -clip, clip))
+        if self.hp["arch"] == "mlp":
+            self.critic_in, self.critic = self._mlp_critic()
+            self.gen_in, self.generator = self._mlp_generator()
+        else:
+            self.critic_in, self.critic = self._dcgan_critic()
+            self.gen_in, self.generator = self._dcgan_generator()
         self.critic_params = L.get_all_params(self.critic, trainable=True)
+        if self.wasserstein:
+            clip = self.hp["clip"]
+            for p in self.critic_params:  # start inside the box
+                p.set_value(np.clip(p.get_value(), -clip, clip))
         self.gen_params = L.get_all_params(self.generator, trainable=True)
         self.params = self.critic_params + self.gen_params
         self.sizes = [int(p.get_value(borrow=True).size) for p in self.params]
@@ -157,18 +224,65 @@ class WGAN:
         self._phase: str | None = None
         self._fns: dict[str, Any] = {}
 
+    # ----- networks -----------------------------------------------------------------------
+    def _mlp_critic(self) -> tuple[L.InputLayer, L.Layer]:
+        l_in = L.InputLayer((None, self.n_pixels), name="critic_in")
+        net: L.Layer = l_in
+        leaky = L.nonlinearities.LeakyRectify(0.2)
+        for i, h in enumerate(parse_int_list(self.hp["critic_hidden"]), start=1):
+            net = L.DenseLayer(net, h, nonlinearity=leaky, W=L.init.HeNormal("relu"), name=f"critic{i}")
+        return l_in, L.DenseLayer(net, 1, nonlinearity=None, name="critic_out")
+
+    def _mlp_generator(self) -> tuple[L.InputLayer, L.Layer]:
+        l_in = L.InputLayer((None, self.hp["z_dim"]), name="z")
+        net: L.Layer = l_in
+        for i, h in enumerate(parse_int_list(self.hp["gen_hidden"]), start=1):
+            net = L.DenseLayer(net, h, W=L.init.HeNormal("relu"), name=f"gen{i}")
+        return l_in, L.DenseLayer(net, self.n_pixels, nonlinearity=L.nonlinearities.sigmoid, name="gen_out")
+
+    def _dcgan_critic(self) -> tuple[L.InputLayer, L.Layer]:
+        leaky = L.nonlinearities.LeakyRectify(0.2)
+        c1, c2 = parse_int_list(self.hp["widths"])
+        l_in = L.InputLayer((None, *self.image_shape), name="critic_in")
+        net: L.Layer = L.Conv2DLayer(l_in, c1, 5, stride=2, pad=2, nonlinearity=leaky, W=L.init.HeNormal("relu"),
+                            name="critic_conv1")
+        net = L.Conv2DLayer(net, c2, 5, stride=2, pad=2, nonlinearity=leaky, W=L.init.HeNormal("relu"),
+                            name="critic_conv2")
+        net = L.DenseLayer(net, self.hp["fc_width"], nonlinearity=leaky, W=L.init.HeNormal("relu"), name="critic_fc")
+        return l_in, L.DenseLayer(net, 1, nonlinearity=None, name="critic_out")
+
+    def _dcgan_generator(self) -> tuple[L.InputLayer, L.Layer]:
+        c1, c2 = parse_int_list(self.hp["widths"])
+        channels, height, width = self.image_shape
+        l_in = L.InputLayer((None, self.hp["z_dim"]), name="z")
+        net = L.batch_norm(L.DenseLayer(l_in, self.hp["fc_width"], W=L.init.HeNormal("relu"), name="gen_fc"))
+        net = L.batch_norm(L.DenseLayer(net, c2 * (height // 4) * (width // 4), W=L.init.HeNormal("relu"),
+                                        name="gen_project"))
+        net = L.ReshapeLayer(net, ([0], c2, height // 4, width // 4), name="gen_reshape")
+        net = L.batch_norm(L.TransposedConv2DLayer(net, c1, 5, stride=2, crop="same",
+                                                   output_size=(height // 2, width // 2), name="gen_deconv1"))
+        return l_in, L.TransposedConv2DLayer(net, channels, 5, stride=2, crop="same", output_size=(height, width),
+                                             nonlinearity=L.nonlinearities.sigmoid, name="gen_out")
+
     # ----- graph ------------------------------------------------------------------------
     def _graph(self):
-        x = pt.matrix("x", dtype=self.floatX)
+        """(x, z, fake, reported loss, critic loss, generator loss, pixel-mean gap)."""
+        x = pt.tensor("x", dtype=self.floatX, shape=(None,) + tuple(self.data.x_train.shape[1:]))
         z = pt.matrix("z", dtype=self.floatX)
         fake = L.get_output(self.generator, z)
-        c = np.asarray(self.hp["clip"], dtype=self.floatX)
-        box = {p: pt.clip(p, -c, c) for p in self.critic_params}
-        d_real, d_fake = (clone_replace(L.get_output(self.critic, {self.critic_in: v}), replace=box)
-                          for v in (x, fake))
-        w_estimate = pt.mean(d_real) - pt.mean(d_fake)
+        critic_out = [L.get_output(self.critic, {self.critic_in: v}) for v in (x, fake)]
+        if self.wasserstein:
+            c = np.asarray(self.hp["clip"], dtype=self.floatX)
+            box = {p: pt.clip(p, -c, c) for p in self.critic_params}
+            critic_out = [clone_replace(out, replace=box) for out in critic_out]
+        d_real, d_fake = critic_out
         gap = pt.mean(pt.abs(pt.mean(x, axis=0) - pt.mean(fake, axis=0)))
-        return x, z, fake, w_estimate, -pt.mean(d_fake), gap
+        if self.wasserstein:
+            w_estimate = pt.mean(d_real) - pt.mean(d_fake)
+            return x, z, fake, w_estimate, -w_estimate, -pt.mean(d_fake), gap
+        half = np.asarray(0.5, dtype=self.floatX)
+        critic_loss = half * (pt.mean(pt.sqr(d_real - 1)) + pt.mean(pt.sqr(d_fake)))
+        return x, z, fake, critic_loss, critic_loss, half * pt.mean(pt.sqr(d_fake - 1)), gap
 
     def _rmsprop(self, params, grads, scale=None):
         """RMSProp updates of ``params``; the critic's are clipped into the box."""
@@ -183,16 +297,16 @@ class WGAN:
             r = accs[p]
             r_new = (rho * r + (1 - rho) * g ** 2).astype(self.floatX)
             p_new = p - self.lr * g / pt.sqrt(r_new + eps)
-            if p in self.critic_params:
+            if self.wasserstein and p in self.critic_params:
                 p_new = pt.clip(p_new, -c, c)
             updates += [(r, r_new), (p, p_new.astype(self.floatX))]
         return updates
 
     def compile_iter_fns(self, sync_type: str | None = None) -> None:
         self.sync_type = sync_type
-        x, z, fake, w_est, gen_loss, gap = self._graph()
+        x, z, fake, w_est, critic_loss, gen_loss, gap = self._graph()
         # lists of params in, lists of tensors out (pytensor.grad's annotation is a union for every wrt)
-        g_critic = cast("list[TensorVariable]", pytensor.grad(-w_est, self.critic_params))
+        g_critic = cast("list[TensorVariable]", pytensor.grad(critic_loss, self.critic_params))
         g_gen = cast("list[TensorVariable]", pytensor.grad(gen_loss, self.gen_params))
         inputs = [x, z]
         if sync_type == "cdd":
@@ -220,7 +334,6 @@ class WGAN:
             self._fns["gen_step"] = pytensor.function(inputs, [w_est, gap],
                                                       updates=self._rmsprop(self.gen_params, g_gen))
         self._fns["val"] = pytensor.function(inputs, [w_est, gap])
-        self._fns["sample"] = pytensor.function([z], fake)
 
     # ----- contract -----------------------------------------------------------------------
     def phase(self, count: int) -> str:
@@ -265,12 +378,20 @@ class WGAN:
 
     # ----- inspection -----------------------------------------------------------------------
     def sample(self, n: int, seed: int = 0) -> np.ndarray:
-        """``n`` generated images (flat, 64 pixels in [0, 1]) from z seeded by ``seed``."""
+        """``n`` generated images (pixels in [0, 1]; flat for ``arch=mlp``) from z seeded by ``seed``
+        (the generator's batch norm on its running statistics)."""
         z = np.random.default_rng([seed, 12345]).standard_normal((n, self.hp["z_dim"])).astype(self.floatX)
-        if "sample" not in self._fns:
-            self._fns["sample"] = pytensor.function([self.gen_in.input_var], L.get_output(self.generator))
-        return self._fns["sample"](z)
+        if "inspect" not in self._fns:
+            out = L.get_output(self.generator, deterministic=True)
+            self._fns["inspect"] = pytensor.function([self.gen_in.input_var], out)
+        return self._fns["inspect"](z)
 
     def pixel_mean_gap(self, n: int = 1000, seed: int = 0) -> float:
         """Mean over pixels of |training images' mean - ``n`` generated images' mean| (0 = mean image matched)."""
         return float(np.mean(np.abs(self.data_mean - self.sample(n, seed).mean(axis=0))))
+
+
+class LSGAN(WGAN):
+    """Least-squares GAN (Mao et al. 2017): :class:`WGAN`'s networks and loop with ``loss=least_squares``."""
+
+    defaults = {**WGAN.defaults, "loss": "least_squares", "lr": 0.0001}

@@ -19,11 +19,15 @@ they are, else staged through host memory by
 :class:`theanompi.comm.exchange.cudampi.MPIStaging`); the server is a CPU rank.
 
 Ranks
-    A session of ``N`` devices starts **N + 1 ranks**: the server is rank 0 of
+    ``DEVICES`` is read as Theano-MPI read it: the **first device is the
+    server's, the others are the workers'** (``cpu0,cpu1,cpu2``: a server and two
+    workers), so ``N + 1`` devices start ``N + 1`` ranks. The server is rank 0 of
     the session (first in the launch plan, so it is the rank that logs at INFO
-    and prints the progress lines), a CPU rank on the host of the **first**
-    device (``cpu0`` of that host); workers are ranks 1..N, one per device, in
-    ``DEVICES`` order (worker ``k`` is session rank ``k + 1``).
+    and prints the progress lines), a CPU rank on the first device's host (it only
+    averages and validates: a ``cudaN`` named for it is the place, not a GPU it
+    uses; ``cpuN`` is kept as named); workers are ranks 1..N, one per further
+    device, in ``DEVICES`` order (worker ``k`` is session rank ``k + 1``). A
+    single device (a server without workers) is refused at launch.
 Start
     Every rank, the server included, takes worker 0's initial parameters
     (broadcast), so the workers and the centre start from the same point.
@@ -93,15 +97,16 @@ Example
 -------
 >>> from theanompi import EASGD
 >>> rule = EASGD()
->>> rule.init(devices=["cpu0", "cpu1"], modelfile="theanompi.models.mlp", modelclass="MLP",
+>>> rule.init(devices=["cpu0", "cpu1", "cpu2"], modelfile="theanompi.models.mlp", modelclass="MLP",
 ...           alpha=0.5, tau=4, n_epochs=10)      # doctest: +SKIP
->>> rule.wait()                                   # 3 ranks: server + 2 workers  # doctest: +SKIP
+>>> rule.wait()                                   # 3 ranks: server (cpu0) + 2 workers  # doctest: +SKIP
 0
 """
 
 from __future__ import annotations
 
 from theanompi.core.devices import Device
+from theanompi.core.errors import ConfigError
 from theanompi.core.session_options import EASGDOptions, SessionOptions
 from theanompi.rules.base import Rule
 from theanompi.rules.easgd.protocol import RULE_NAME
@@ -118,9 +123,13 @@ class EASGD(Rule):
     Example
     -------
     >>> from theanompi.core.devices import parse_devices
-    >>> ranks = EASGD.launch_ranks(parse_devices("cpu0,cpu1"), EASGDOptions())
+    >>> ranks = EASGD.launch_ranks(parse_devices("cpu0,cpu1,cpu2"), EASGDOptions())
     >>> [(r.role, str(r.device)) for r in ranks]
-    [('server', 'cpu0'), ('worker', 'cpu0'), ('worker', 'cpu1')]
+    [('server', 'cpu0'), ('worker', 'cpu1'), ('worker', 'cpu2')]
+    >>> EASGD.check_options(parse_devices("cpu0"), EASGDOptions())
+    Traceback (most recent call last):
+    ...
+    theanompi.core.errors.ConfigError: DEVICES='cpu0': EASGD needs a server device and at least one worker ...
     """
 
     name = RULE_NAME
@@ -128,10 +137,21 @@ class EASGD(Rule):
     options_class = EASGDOptions
 
     @classmethod
+    def check_options(cls, devices: list[Device], options: SessionOptions) -> None:
+        """A server device and at least one worker device (Theano-MPI's reading of the device list)."""
+        if len(devices) < 2:
+            named = ",".join(str(d) for d in devices)
+            raise ConfigError(f"DEVICES={named!r}: EASGD needs a server device and at least one worker device (the "
+                              "first device is the server's, as in Theano-MPI), e.g. cpu0,cpu1,cpu2 for a server "
+                              "and two workers")
+
+    @classmethod
     def launch_ranks(cls, devices: list[Device], options: SessionOptions) -> list[RankSpec]:
-        """The server first (session rank 0, a CPU rank on the first device's host), then one worker per device."""
-        server = RankSpec(Device("cpu", 0, devices[0].host), "server")
-        return [server] + [RankSpec(device, "worker") for device in devices]
+        """The server on the first device (session rank 0, a CPU rank on that device's host), then one worker per
+        further device."""
+        first = devices[0]
+        server = RankSpec(first if not first.is_cuda else Device("cpu", 0, first.host), "server")
+        return [server] + [RankSpec(device, "worker") for device in devices[1:]]
 
     @classmethod
     def run_rank(cls, ctx: RankContext) -> None:

@@ -1,0 +1,58 @@
+"""Theano-MPI's CIFAR-10 model at its path: ``MODELFILE=theanompi.models.cifar10``, ``MODELCLASS=Cifar10_model``.
+
+The network and the training recipe of Theano-MPI's ``models/cifar10.py``, written here on the model zoo
+(:class:`theanompi.models.zoo.ImageClassifier`: our layers and ops, our contract, every rule)::
+
+    28x28 crop of the 32x32 image (random + mirror for training, centre for validation), channel means removed
+        -> conv5x5(64) + relu -> maxpool 2 -> conv5x5(128) + relu -> maxpool 2 -> conv3x3(64) + relu
+        -> fc(256) + relu -> dropout 0.5 -> fc(10)
+
+Momentum SGD (0.9), learning rate 0.01 divided by 10 after epochs 50, 60 and 65, weight decay 0.0001,
+256 images per worker and step, 70 epochs. Data: the CIFAR-10 python batch files
+(``cifar-10-python.tar.gz`` unpacked: ``data_batch_1..5``, ``test_batch``) in ``MODEL_DATA_DIR``, from
+the cfg or, for Theano-MPI's scripts that pass no options, the environment
+(``MODEL_DATA_DIR=/data/cifar-10-batches-py python test_cifar10_cifar10.py``). Validation is the test batch
+(Theano-MPI held out a fifth of the training images instead).
+
+Every ``MODEL_*`` option of the zoo's image classifiers applies (:mod:`theanompi.models.image_data`):
+``widths`` (``"64,128,64"``), ``fc_width`` (256), ``dropout`` (0.5), ``input_size`` (28; 32 for uncropped
+images), ``augment`` (``true``: mirrors; crops come with ``input_size`` < 32), ``batch_size``, ``lr``,
+``n_epochs``, ... ``data=synthetic`` runs it without files.
+
+Example
+-------
+>>> from theanompi.models.contract import WorkerConfig
+>>> opts = {"data": "synthetic", "input_size": 28, "train_size": 8, "val_size": 4, "batch_size": 4}
+>>> m = Cifar10_model(WorkerConfig(rank=0, size=1, seed=0, device="cpu0", model_options=opts))
+>>> L.get_output_shape(m.network), m.n_params
+((None, 10), 351946)
+"""
+
+from __future__ import annotations
+
+import theanompi.models.layers as L
+from theanompi.core.options import predicate_parser
+from theanompi.models.zoo import ImageClassifier, int_list_check, is_int, is_number, parse_int_list
+
+
+class Cifar10_model(ImageClassifier):  # Theano-MPI's class name
+    """Theano-MPI's CIFAR-10 ConvNet (see the module docstring)."""
+
+    defaults = {**ImageClassifier.defaults, "data": "cifar10", "input_size": 28, "augment": True, "widths": "64,128,64",
+                "fc_width": 256, "dropout": 0.5, "batch_size": 256, "lr": 0.01, "momentum": 0.9,
+                "weight_decay": 0.0001, "n_epochs": 70, "lr_decay_epochs": "50,60,65"}
+    checks = {**ImageClassifier.checks, "widths": int_list_check(length=3),
+              "fc_width": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"),
+              "dropout": predicate_parser(lambda v: is_number(v) and v < 1, "a number in [0, 1)")}
+    data_choices = ("cifar10", "synthetic")
+
+    def build_layers(self, net):
+        he = L.init.HeNormal("relu")
+        c1, c2, c3 = parse_int_list(self.hp["widths"])
+        net = L.MaxPool2DLayer(L.Conv2DLayer(net, c1, 5, W=he, name="conv1"), 2, name="pool1")
+        net = L.MaxPool2DLayer(L.Conv2DLayer(net, c2, 5, W=he, name="conv2"), 2, name="pool2")
+        net = L.Conv2DLayer(net, c3, 3, W=he, name="conv3")
+        net = L.DenseLayer(net, self.hp["fc_width"], W=he, name="fc4")
+        if self.hp["dropout"]:
+            net = self.dropout(net, self.hp["dropout"])
+        return L.DenseLayer(net, self.n_outputs, nonlinearity=None, W=L.init.Normal(0.01), name="fc5")
