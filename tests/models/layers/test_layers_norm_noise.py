@@ -204,7 +204,8 @@ def test_local_response_normalization_matches_loops_and_gradient():
     rng = np.random.default_rng(6)
     l_in = L.InputLayer((None, 6, 3, 2))
     layers = [L.LocalResponseNormalization2DLayer(l_in), L.LocalResponseNormalization2DLayer(l_in, 0.3, 1.5, 0.6, 3),
-              L.LocalResponseNormalization2DLayer(l_in, 0.2, 1.0, 1.0, 1)]
+              L.LocalResponseNormalization2DLayer(l_in, 0.2, 1.0, 1.0, 1),
+              L.LocalResponseNormalization2DLayer(l_in, 0.1, 2.0, 0.5, 5)]
     x = rng.standard_normal((2, 6, 3, 2)).astype(floatX)
     outs = pytensor.function([l_in.input_var], L.get_output(layers))(x)
     for layer, got in zip(layers, outs):
@@ -212,8 +213,9 @@ def test_local_response_normalization_matches_loops_and_gradient():
         assert got.shape == want.shape and got.dtype == np.dtype(floatX)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     with pytensor.config.change_flags(floatX="float64"):
-        layer = L.LocalResponseNormalization2DLayer((None, 5, 2, 2), alpha=0.5, k=1.0, beta=0.75, n=3)
-        pytensor.gradient.verify_grad(layer.get_output_for, [rng.standard_normal((2, 5, 2, 2))], rng=rng)
+        for beta in (0.75, 0.5, 1.0, 0.6):  # the square-root forms and the generic power
+            layer = L.LocalResponseNormalization2DLayer((None, 5, 2, 2), alpha=0.5, k=1.0, beta=beta, n=3)
+            pytensor.gradient.verify_grad(layer.get_output_for, [rng.standard_normal((2, 5, 2, 2))], rng=rng)
     with pytest.raises(NotImplementedError, match="only odd n are supported .* got 4"):
         L.LocalResponseNormalization2DLayer(l_in, n=4)
     with pytest.raises(ValueError, match="n must be an odd positive int .* got 0"):
