@@ -33,7 +33,8 @@ import theanompi.multiverso as mv  # noqa: E402  (MULTIVERSO: was `import multiv
 
 mv.init(sync=args.sync)
 worker_id, workers_num = mv.worker_id(), mv.workers_num()
-os.environ.setdefault("PYTENSOR_FLAGS", "floatX=float32")  # before pytensor loads, as the original set THEANO_FLAGS
+# before pytensor loads, as the original set THEANO_FLAGS (added to flags the user set, e.g. a compiledir)
+os.environ["PYTENSOR_FLAGS"] = ",".join(filter(None, [os.environ.get("PYTENSOR_FLAGS"), "floatX=float32"]))
 
 import lasagne  # noqa: E402  (theanompi.lasagne where Lasagne is not installed)
 import numpy as np  # noqa: E402

@@ -163,7 +163,7 @@ def test_torch_gradient_buckets_summed_during_backward_on_the_gpu(strategy):
 RULES_ON_ONE_GPU = {  # rule keys; the devices of the rules that exchange between workers pair cuda0 with cpu0
     "BSP-cdd": (dict(RULE="BSP", BSP_SYNC_TYPE="cdd", BSP_EXCH_STRATEGY="ar"), "cuda0,cpu0", "cpu0,cpu1"),
     "BSP-avg": (dict(RULE="BSP", BSP_SYNC_TYPE="avg", BSP_EXCH_STRATEGY="ar"), "cuda0,cpu0", "cpu0,cpu1"),
-    "EASGD": (dict(RULE="EASGD"), "cuda0", "cpu0"),
+    "EASGD": (dict(RULE="EASGD"), "cpu0,cuda0", "cpu0,cpu1"),  # the first device is the server's
     "GOSGD": (dict(RULE="GOSGD"), "cuda0,cpu0", "cpu0,cpu1"),
     "ASGD": (dict(RULE="ASGD"), "cuda0", "cpu0"),
 }

@@ -42,7 +42,7 @@ OWN_FUNCTIONS = {  # ModelClasses that compile their own functions, with their s
                  MODEL_CLIP=0.125),
 }
 RULES = {"BSP": dict(RULE="BSP", DEVICES="cpu0,cpu1", BSP_SYNC_TYPE="cdd"),  # 2 workers: vels/vectors summed
-         "EASGD": dict(RULE="EASGD", DEVICES="cpu0")}  # server + 1 worker: deterministic, comparable
+         "EASGD": dict(RULE="EASGD", DEVICES="cpu0,cpu1")}  # server + 1 worker: deterministic, comparable
 
 
 @pytest.mark.parametrize("rule", RULES)

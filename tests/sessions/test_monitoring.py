@@ -53,7 +53,8 @@ def test_a_logged_session_shows_progress_lines_and_writes_tensorboard_events(tmp
 
 
 def test_easgd_keeps_its_workers_records_as_runs_of_their_own(tmp_path):
-    cfg = write_cfg(tmp_path / "s.cfg", RULE="EASGD", RUN_DIR="run", EASGD_TAU=2, PROGRESS_EVERY=0.5, **NAPPER)
+    cfg = write_cfg(tmp_path / "s.cfg", RULE="EASGD", RUN_DIR="run", EASGD_TAU=2, PROGRESS_EVERY=0.5,
+                    DEVICES="cpu0,cpu1,cpu2", **NAPPER)  # the first device is the server's
     proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     # the server (rank 0) counts the steps its workers report through each global epoch of 2 x 24 steps
