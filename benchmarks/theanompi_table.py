@@ -20,11 +20,9 @@ A CPU times only ``--steps`` steps (a few hundred images, not 5,120): the table 
 ours / PyTorch for the whole time (training + communication).
 
 How long: each row runs four sessions (ours and PyTorch, 1 and 2 workers), each compiling its network at full
-size. On the 2-vCPU AMD EPYC VM one row, ``--models alexnet128 --steps 1``, took 4.5 minutes (266 s, with other
-jobs running: load average 1.2 before, 6.2 after). The whole table (five rows, ``--steps 2``) takes an hour or more
-there (an estimate from that row and the networks' sizes: a VGG16-32b step does about 5 times the arithmetic of an
-AlexNet-128b step, so that row alone takes some 20 minutes). Run it on a quiet machine: the JSON records the load
-average before and after.
+size. On the quiet 2-vCPU AMD EPYC VM the whole table with ``--steps 1`` took 17 minutes (1017 s; AlexNet-128b and
+GoogLeNet-32b about 2 minutes each, VGG16 and ResNet-50 4-5 minutes each); ``--steps 2`` adds one step per session.
+Run it on a quiet machine: the JSON records the load average before and after.
 """
 
 from __future__ import annotations
