@@ -21,7 +21,8 @@ ours / PyTorch for the whole time (training + communication).
 
 How long: each row runs four sessions (ours and PyTorch, 1 and 2 workers), each compiling its network at full
 size. On the quiet 2-vCPU AMD EPYC VM the whole table with ``--steps 1`` took 17 minutes (1017 s; AlexNet-128b and
-GoogLeNet-32b about 2 minutes each, VGG16 and ResNet-50 4-5 minutes each); ``--steps 2`` adds one step per session.
+GoogLeNet-32b about 2 minutes each, VGG16-16b 2.6, VGG16-32b 4.4, ResNet50-64b 5.8); ``--steps 2`` adds one
+step per session.
 Run it on a quiet machine: the JSON records the load average before and after.
 """
 
