@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from rules_time_to_accuracy import accuracy_curve
 from signal_cnn import SignalCNN, bayes_predict, make_signals
 
 import theanompi
@@ -62,10 +63,7 @@ def run_session(rule_name: str, workers: int, epochs: int, model_options: dict, 
     code = rule.wait()
     if code != 0:
         sys.exit(f"{rule_name} session with {workers} workers failed: {rule.failure}")
-    records = [json.loads(line) for line in (run_dir / "epochs.jsonl").read_text().splitlines()]
-    first = records[0]["elapsed_s"] - records[0]["epoch_s"]  # when the first epoch started
-    return [{"epoch": r["epoch"] + 1, "seconds": r["elapsed_s"] - first, "val_accuracy": r["val_accuracy"]}
-            for r in records]
+    return accuracy_curve(run_dir)
 
 
 def mean_staleness(run_dir: Path) -> float | None:

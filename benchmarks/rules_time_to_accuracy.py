@@ -34,6 +34,11 @@ def run_rule(name: str, options: dict, epochs: int, run_dir: Path) -> list[dict]
     code = rule.wait()
     if code != 0:
         sys.exit(f"{name} session failed: {rule.failure}")
+    return accuracy_curve(run_dir)
+
+
+def accuracy_curve(run_dir: Path) -> list[dict]:
+    """A finished session's validation accuracy per epoch, with the seconds since its first epoch started."""
     records = [json.loads(line) for line in (run_dir / "epochs.jsonl").read_text().splitlines()]
     first = records[0]["elapsed_s"] - records[0]["epoch_s"]  # when the first epoch started
     return [{"epoch": r["epoch"] + 1, "seconds": r["elapsed_s"] - first, "val_accuracy": r["val_accuracy"]}
