@@ -24,6 +24,14 @@ size. On the quiet 2-vCPU AMD EPYC VM the whole table with ``--steps 1`` took 17
 GoogLeNet-32b about 2 minutes each, VGG16-16b 2.6, VGG16-32b 4.4, ResNet50-64b 5.8); ``--steps 2`` adds one
 step per session.
 Run it on a quiet machine: the JSON records the load average before and after.
+
+**On a GPU** (``--device cuda``, issue 23's item 5): one worker on ``cuda0`` (our model in JAX mode, its parameters
+on the GPU) next to PyTorch on the same GPU (cuDNN with ``cudnn.benchmark``, TF32 allowed as JAX allows it by
+default, a ``torch.cuda.synchronize()`` closing each timed step); a host with one GPU has no 2-worker column.
+``--compute jax`` runs our side in JAX mode on CPU workers, a dry run of the GPU path's compilation::
+
+    python benchmarks/theanompi_table.py --device cuda --steps 10 --json $OUT/theanompi_table_gpu.json
+    python benchmarks/theanompi_table.py --compute jax --workers 1 --models alexnet128 --steps 1
 """
 
 from __future__ import annotations
@@ -52,7 +60,8 @@ CONFIGS = {
 }
 
 
-def ours(key: str, workers: int, steps: int, threads: int, run_dir: Path) -> dict:
+def ours(key: str, workers: int, steps: int, threads: int, run_dir: Path, device: str = "cpu",
+         compute: str = "auto") -> dict:
     """Per-step seconds of our BSP session: training (calc + wait) and communication, rank 0's second epoch."""
     from theanompi import BSP
 
@@ -60,9 +69,9 @@ def ours(key: str, workers: int, steps: int, threads: int, run_dir: Path) -> dic
     rule = BSP()
     options = {"data": "synthetic", "input_size": side, "n_classes": 1000, "batch_size": batch,
                "train_size": steps * workers * batch, "val_size": batch, "prefetch": False}
-    rule.init(devices=[f"cpu{i}" for i in range(workers)], modelfile=modelfile, modelclass=modelclass, n_epochs=2,
-              threads=threads, log_level="WARNING", run_dir=str(run_dir), sync_type="cdd", plots=False,
-              watchdog=3600, watchdog_build=3600, model_options=options)
+    rule.init(devices=[f"{device}{i}" for i in range(workers)], modelfile=modelfile, modelclass=modelclass,
+              n_epochs=2, threads=threads, log_level="WARNING", run_dir=str(run_dir), sync_type="cdd", plots=False,
+              compute=compute, watchdog=3600, watchdog_build=3600, model_options=options)
     if rule.wait() != 0:
         sys.exit(f"theanompi {key} x{workers} failed: {rule.failure}")
     records = [json.loads(line) for line in (run_dir / "iterations.jsonl").read_text().splitlines()]
@@ -73,14 +82,14 @@ def ours(key: str, workers: int, steps: int, threads: int, run_dir: Path) -> dic
             "comm_s": sum(r["comm"] for r in timed) / steps}
 
 
-def pytorch(key: str, workers: int, steps: int, threads: int) -> float:
-    """Per-step seconds of the same network in PyTorch (DDP over gloo with 2 workers)."""
+def pytorch(key: str, workers: int, steps: int, threads: int, device: str = "cpu") -> float:
+    """Per-step seconds of the same network in PyTorch (DDP over gloo with 2 CPU workers)."""
     from theanompi.launch.mpiexec import find_mpiexec, mpiexec_env
 
     _, _, _, batch, side, net = CONFIGS[key]
     argv = [find_mpiexec(), "--oversubscribe", "--bind-to", "none", "-n", str(workers), sys.executable,
             str(HERE / "_torch_table_worker.py"), "--net", net, "--batch", str(batch), "--side", str(side),
-            "--steps", str(steps), "--threads", str(threads)]
+            "--steps", str(steps), "--threads", str(threads), "--device", device]
     proc = subprocess.run(argv, env=mpiexec_env(), capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"PyTorch {key} x{workers} failed:\n{proc.stderr[-2000:]}")
@@ -92,55 +101,117 @@ def per_images(step_s: float, key: str, workers: int) -> float:
     return step_s * IMAGES / (workers * CONFIGS[key][3])
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, checked: a bad value ends the run with one line naming it.
+
+    >>> args = parse_args(["--device", "cuda"])
+    >>> args.workers, args.compute, args.models[:2]
+    ([1], 'jax', ['alexnet128', 'googlenet32'])
+    """
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default=",".join(CONFIGS), help="rows, comma-separated (default: all)")
     parser.add_argument("--steps", type=int, default=2, help="timed steps per worker (after one warm-up epoch)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where the workers run (cuda: ours on cuda0 in JAX mode, PyTorch on the same GPU)")
+    parser.add_argument("--workers", default=None,
+                        help="worker counts, comma-separated (default: 1,2 on cpu, 1 on cuda)")
+    parser.add_argument("--compute", choices=("auto", "c", "jax"), default="auto",
+                        help="our compute mode (auto: C on cpu workers, JAX on cuda ones)")
     parser.add_argument("--json", default=str(HERE / "results" / "theanompi_table.json"), help="where the JSON goes")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    args.models = args.models.split(",")
+    unknown = [k for k in args.models if k not in CONFIGS]
+    if unknown:
+        parser.exit(2, f"--models: {unknown[0]!r} is not one of {', '.join(CONFIGS)}\n")
+    try:
+        args.workers = [int(w) for w in (args.workers or ("1" if args.device == "cuda" else "1,2")).split(",")]
+    except ValueError:
+        parser.exit(2, f"--workers: {args.workers!r} is not a comma-separated list of worker counts\n")
+    if min(args.workers) < 1 or args.steps < 1:
+        parser.exit(2, "--workers and --steps must be at least 1\n")
+    if args.device == "cuda":
+        if args.compute == "c":
+            parser.exit(2, "--compute c runs on the CPU; cuda workers compute through JAX\n")
+        args.compute = "jax"
+    return args
+
+
+def check_gpus(workers: list[int]) -> str:
+    """The GPU's name as torch reports it; the run ends with one line where the GPUs cannot hold the workers."""
+    import torch
+
+    if not torch.cuda.is_available():
+        sys.exit("--device cuda: torch sees no GPU (a CPU build of torch, or no CUDA device)")
+    if max(workers) > torch.cuda.device_count():
+        sys.exit(f"--device cuda --workers {max(workers)}: one worker per GPU, and this machine has "
+                 f"{torch.cuda.device_count()}")
+    return str(torch.cuda.get_device_name(0))
+
+
+def main() -> None:
+    args = parse_args()
     try:
         import torch  # noqa: F401
     except ImportError:
         sys.exit("this benchmark needs PyTorch: pip install -e '.[bench]'")
-    keys = args.models.split(",")
-    unknown = [k for k in keys if k not in CONFIGS]
-    if unknown:
-        sys.exit(f"--models: {unknown[0]!r} is not one of {', '.join(CONFIGS)}")
+    gpu = check_gpus(args.workers) if args.device == "cuda" else None
     cores = os.cpu_count() or 1
     load_before = os.getloadavg()[0]
-    rows = {}
+    rows: dict[str, dict] = {}
+    where = f"one {gpu}" if gpu else f"{cores} CPU cores shared by the workers"
+
+    def save() -> None:  # after every row: a run cut short keeps the rows it finished
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        Path(args.json).write_text(json.dumps({
+            "benchmark": "theanompi_table", "images": IMAGES, "steps_timed_per_worker": args.steps,
+            "scaled_to_images": IMAGES, "device": gpu or "cpu", "compute": args.compute, "rows": rows,
+            "machine": {**machine_info(), "loadavg_1min_before_after": [load_before, os.getloadavg()[0]]},
+        }, indent=2))
+
     with tempfile.TemporaryDirectory() as tmp:
-        for key in keys:
+        for key in args.models:
             row = {}
-            for workers in (1, 2):
+            for workers in args.workers:
                 threads = max(1, cores // workers)
                 start = time.perf_counter()
-                mine = ours(key, workers, args.steps, threads, Path(tmp) / f"{key}-{workers}")
-                theirs = pytorch(key, workers, args.steps, threads)
-                row[str(workers)] = {
-                    "ours_train_s": per_images(mine["train_s"], key, workers),
-                    "ours_comm_s": per_images(mine["comm_s"], key, workers),
-                    "pytorch_s": per_images(theirs, key, workers),
-                    "ours_step_s": mine, "pytorch_step_s": theirs, "wall_s": time.perf_counter() - start}
-                row[str(workers)]["ratio"] = ((row[str(workers)]["ours_train_s"] + row[str(workers)]["ours_comm_s"])
-                                              / row[str(workers)]["pytorch_s"])
-                print(f"{CONFIGS[key][0]} x{workers}: done", flush=True)
+                mine = ours(key, workers, args.steps, threads, Path(tmp) / f"{key}-{workers}", args.device,
+                            args.compute)
+                theirs = pytorch(key, workers, args.steps, threads, args.device)
+                cell = {"ours_train_s": per_images(mine["train_s"], key, workers),
+                        "ours_comm_s": per_images(mine["comm_s"], key, workers),
+                        "pytorch_s": per_images(theirs, key, workers),
+                        "ours_step_s": mine, "pytorch_step_s": theirs, "wall_s": time.perf_counter() - start}
+                cell["ratio"] = (cell["ours_train_s"] + cell["ours_comm_s"]) / cell["pytorch_s"]
+                row[str(workers)] = cell
+                print(f"{CONFIGS[key][0]} x{workers}: {cell['ratio']:.2f}x PyTorch, done in {cell['wall_s']:.0f} s",
+                      flush=True)
             rows[key] = row
+            save()
     print(f"\nTraining (+communication) time per {IMAGES} images in seconds, measured over {args.steps} step(s) "
-          f"per worker and scaled to {IMAGES} images; {cores} CPU cores shared by the workers")
-    print("| Model | 1 worker | 2 workers | PyTorch 1 | PyTorch 2 | ours/PyTorch 1 | ours/PyTorch 2 |")
-    print("| :---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          f"per worker and scaled to {IMAGES} images; {where}")
+    print(format_table(rows, args.workers))
+
+
+def format_table(rows: dict[str, dict], workers: list[int]) -> str:
+    """Theano-MPI's table layout: a row per model, ours then PyTorch's seconds per worker count, then the ratios.
+
+    >>> cell = {"ours_train_s": 3.0, "ours_comm_s": 0.5, "pytorch_s": 5.0, "ratio": 0.7}
+    >>> print(format_table({"alexnet128": {"1": cell}}, [1]))
+    | Model | 1 worker | PyTorch 1 | ours/PyTorch 1 |
+    | :---: | ---: | ---: | ---: |
+    | AlexNet-128b | 3.50 | 5.00 | 0.70 |
+    """
+    head = ["Model", *(f"{w} worker{'s' * (w > 1)}" for w in workers), *(f"PyTorch {w}" for w in workers),
+            *(f"ours/PyTorch {w}" for w in workers)]
+    lines = ["| " + " | ".join(head) + " |", "| :---: |" + " ---: |" * (len(head) - 1)]
     for key, row in rows.items():
-        one, two = row["1"], row["2"]
-        print(f"| {CONFIGS[key][0]} | {one['ours_train_s'] + one['ours_comm_s']:.2f} | "
-              f"{two['ours_train_s']:.2f}+{two['ours_comm_s']:.2f} | {one['pytorch_s']:.2f} | {two['pytorch_s']:.2f} | "
-              f"{one['ratio']:.2f} | {two['ratio']:.2f} |")
-    os.makedirs(os.path.dirname(args.json), exist_ok=True)
-    Path(args.json).write_text(json.dumps({
-        "benchmark": "theanompi_table", "images": IMAGES, "steps_timed_per_worker": args.steps,
-        "scaled_to_images": IMAGES, "rows": rows,
-        "machine": {**machine_info(), "loadavg_1min_before_after": [load_before, os.getloadavg()[0]]},
-    }, indent=2))
+        cells = [row[str(w)] for w in workers]
+        ours_s = [f"{c['ours_train_s'] + c['ours_comm_s']:.2f}" if w == 1 else
+                  f"{c['ours_train_s']:.2f}+{c['ours_comm_s']:.2f}" for w, c in zip(workers, cells)]
+        line = [CONFIGS[key][0], *ours_s, *(f"{c['pytorch_s']:.2f}" for c in cells),
+                *(f"{c['ratio']:.2f}" for c in cells)]
+        lines.append("| " + " | ".join(line) + " |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 (The kit itself runs on the GPU host: docs/gpu.md#running-the-gpu-checks-on-the-offline-gpu-host.)"""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -69,3 +70,48 @@ def test_run_on_gpu_refuses_an_unknown_part_and_parses():
     assert subprocess.run(["bash", "-n", str(KIT / "fetch_wheels.sh")]).returncode == 0
     proc = subprocess.run(["bash", str(KIT / "run_on_gpu.sh"), "everything"], capture_output=True, text=True)
     assert proc.returncode == 2 and "usage:" in proc.stderr
+
+
+def test_docstring_examples_of_the_record_and_the_table_script():
+    import doctest
+
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import theanompi_table
+
+    for module in (record, theanompi_table):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+def test_write_takes_the_steps_and_theano_mpi_table(tmp_path):
+    cell = {"ours_train_s": 4.0, "ours_comm_s": 0.0, "pytorch_s": 5.0, "ratio": 0.8}
+    (tmp_path / "theanompi_table_gpu.json").write_text(json.dumps(
+        {"device": "NVIDIA H200", "compute": "jax", "steps_timed_per_worker": 10,
+         "rows": {"alexnet128": {"1": cell}}}))
+    (tmp_path / "steps.tsv").write_text("tests\t0\t200\nresnet\tcut\t225\ntable\tnot run\t0\n")
+    rec = record.write(tmp_path, device="NVIDIA H200")
+    assert rec["theanompi_table"]["rows"] == {"alexnet128": {"1": {"ours_s": 4.0, "pytorch_s": 5.0, "ratio": 0.8}}}
+    assert rec["steps"] == {"tests": {"status": 0, "seconds": 200}, "resnet": {"status": "cut", "seconds": 225},
+                            "table": {"status": "not run", "seconds": 0}}
+
+
+def test_a_failed_setup_stops_the_run_and_leaves_its_log(tmp_path):
+    """No wheels: the kit says so in one line, exits 1 at once, and $OUT holds the log and the raw results."""
+    (tmp_path / "wheels").mkdir()
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "TMPI_GPU_RAW": str(tmp_path / "raw"),
+           "TMPI_WHEELS": str(tmp_path / "wheels"), "TMPI_VENV": str(tmp_path / "venv")}
+    proc = subprocess.run(["bash", str(KIT / "run_on_gpu.sh")], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 1
+    assert f"setup: no wheels in {tmp_path / 'wheels'}/" in proc.stdout and "setup failed" in proc.stdout
+    assert "setup: no wheels" in (tmp_path / "out" / "run.log").read_text()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["raw.tar.gz", "run.log"]
+
+
+def test_the_table_script_refuses_bad_arguments_in_one_line():
+    script = str(ROOT / "benchmarks" / "theanompi_table.py")
+    for args, message in ((["--workers", "two"], "--workers: 'two' is not a comma-separated list"),
+                          (["--models", "lenet"], "--models: 'lenet' is not one of alexnet128"),
+                          (["--device", "cuda", "--compute", "c"], "--compute c runs on the CPU"),
+                          (["--steps", "0"], "--workers and --steps must be at least 1")):
+        proc = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, args

@@ -3,12 +3,14 @@
     python tools/gpu/gpu_run_record.py write OUT_DIR [--device NAME]
     python tools/gpu/gpu_run_record.py merge RUN_JSON... [--to benchmarks/results/gpu_run.json]
 
-``write`` (run by ``tools/gpu/run_on_gpu.sh`` at the end of each part) reads what that part left in
-``OUT_DIR`` -- ``junit-*.xml`` of the test runs, ``resnet_jax_step.json``, ``device_exchange*.json``,
-``jax_step.json`` -- and writes ``OUT_DIR/gpu_run.json``: ``device`` (the GPU's name as the driver reports
-it), ``date``, ``tests_passed``/``tests_failed``/``tests_errors``/``tests_skipped`` (and each skip's
-reason), the ResNet step figures (``resnet_step_ratio_vs_pure_jax``, samples/s of ours, pure JAX and
-PyTorch, the 50,000-image epoch), the exchange figures and the notes that say what one GPU cannot show.
+``write`` (run by ``tools/gpu/run_on_gpu.sh`` after each step) reads what the run has left in ``OUT_DIR``
+-- ``junit-*.xml`` of the test runs, ``resnet_jax_step.json``, ``device_exchange*.json``, ``jax_step.json``,
+``theanompi_table_gpu.json``, ``steps.tsv`` -- and writes ``OUT_DIR/gpu_run.json``: ``device`` (the GPU's name
+as the driver reports it), ``date``, ``tests_passed``/``tests_failed``/``tests_errors``/``tests_skipped`` (and
+each skip's reason), the ResNet step figures (``resnet_step_ratio_vs_pure_jax``, samples/s of ours, pure JAX
+and PyTorch, the 50,000-image epoch), the exchange figures, Theano-MPI's table on the GPU, each step's outcome
+(exit status, ``cut`` at its time limit, or ``not run``; seconds) and the notes that say what one GPU cannot
+show.
 ``merge`` adds the records of several parts (each device command returns its own) into one file.
 
 Example
@@ -85,6 +87,34 @@ def resnet_figures(resnet: dict | None) -> dict:
     }
 
 
+def table_figures(table: dict) -> dict:
+    """Theano-MPI's table from ``benchmarks/theanompi_table.py``'s JSON: seconds per 5,120 images, ours and PyTorch.
+
+    >>> cell = {"ours_train_s": 3.0, "ours_comm_s": 0.0, "pytorch_s": 2.5, "ratio": 1.2}
+    >>> table_figures({"device": "H100", "compute": "jax", "steps_timed_per_worker": 10,
+    ...                "rows": {"alexnet128": {"1": cell}}})["rows"]
+    {'alexnet128': {'1': {'ours_s': 3.0, 'pytorch_s': 2.5, 'ratio': 1.2}}}
+    """
+    rows = {key: {workers: {"ours_s": cell["ours_train_s"] + cell["ours_comm_s"], "pytorch_s": cell["pytorch_s"],
+                            "ratio": cell["ratio"]} for workers, cell in row.items()}
+            for key, row in table["rows"].items()}
+    return {"images": 5120, "device": table["device"], "compute": table["compute"],
+            "steps_timed_per_worker": table["steps_timed_per_worker"], "rows": rows}
+
+
+def step_outcomes(tsv: str) -> dict:
+    r"""Each step of the kit's run: its exit status (``cut`` at its time limit, ``not run``) and its seconds.
+
+    >>> step_outcomes("tests\t0\t212\nresnet\tcut\t225\ntable\tnot run\t0\n")["resnet"]
+    {'status': 'cut', 'seconds': 225}
+    """
+    outcomes = {}
+    for line in tsv.splitlines():
+        name, status, seconds = line.split("\t")
+        outcomes[name] = {"status": int(status) if status.isdigit() else status, "seconds": int(seconds)}
+    return outcomes
+
+
 def write(out_dir: Path, device: str | None) -> dict:
     """``out_dir/gpu_run.json`` from the reports in ``out_dir``; returns the record."""
     record: dict = {"device": device or gpu_name() or "no GPU",
@@ -102,6 +132,12 @@ def write(out_dir: Path, device: str | None) -> dict:
     jax_step = _load(out_dir / "jax_step.json")
     if jax_step:
         record["jax_step_vs_pure_jax"] = jax_step
+    table = _load(out_dir / "theanompi_table_gpu.json")
+    if table:
+        record["theanompi_table"] = table_figures(table)
+    steps = out_dir / "steps.tsv"
+    if steps.is_file():
+        record["steps"] = step_outcomes(steps.read_text())
     record["notes"] = [ONE_GPU_NOTE]
     (out_dir / "gpu_run.json").write_text(json.dumps(record, indent=2) + "\n")
     return record
