@@ -91,3 +91,24 @@ def test_fused_params_on_jax_arrays():
         assert fused.non_finite(jax.numpy.full(10, np.nan, dtype="float32")) == "'p0' (params[0])"
     assign(params[0], np.ones((2, 3), "float32"))
     assert isinstance(params[0].get_value(borrow=True), jax.Array)
+
+
+def test_dropout_masks_change_between_calls_in_jax_mode_without_a_warning():
+    """pytensor's JAX linker runs each function on its own copy of a shared RNG; the copy advances every call."""
+    import warnings
+
+    import pytensor.tensor as pt
+
+    from theanompi.backend.compute import pytensor_mode
+    from theanompi.models.layers import DropoutLayer, InputLayer, get_output
+
+    x = pt.matrix("x")
+    y = get_output(DropoutLayer(InputLayer((8, 16), x), p=0.5))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        step = pytensor.function([x], y, mode=pytensor_mode("jax"))
+    assert not [w for w in caught if "RandomType" in str(w.message)]
+    ones = np.ones((8, 16), "float32")
+    masks = [np.asarray(step(ones)) != 0 for _ in range(3)]
+    assert not np.array_equal(masks[0], masks[1]) and not np.array_equal(masks[1], masks[2])
+    assert 0.25 < np.mean(masks) < 0.75

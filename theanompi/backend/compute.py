@@ -82,6 +82,9 @@ def pytensor_mode(compute: str):
     # float32 jax (x64 off, floatX float32) narrows pytensor's 64-bit accumulators/indices.
     warnings.filterwarnings("ignore", message="Skipping Assert", category=UserWarning)
     warnings.filterwarnings("ignore", message="Explicitly requested dtype (int|float)64", category=UserWarning)
+    # A compiled JAX function keeps its own copy of each shared RNG (dropout's) and advances that copy every call,
+    # so masks still change from step to step (tests/backend/test_jax_mode.py); pytensor warns once per function.
+    warnings.filterwarnings("ignore", message="The RandomType SharedVariables", category=UserWarning)
     return get_mode("JAX")
 
 
