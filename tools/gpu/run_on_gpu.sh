@@ -113,8 +113,9 @@ PYEOF
 }
 
 run_tests() {
-    local parallel=()
-    "$VPY" -c 'import xdist' 2>/dev/null && parallel=(-n 6)
+    local parallel=()  # 6 at a time; a test that hangs fails at 180 s and the rest still report (junit XML)
+    "$VPY" -c 'import xdist' 2>/dev/null && parallel+=(-n 6)
+    "$VPY" -c 'import pytest_timeout' 2>/dev/null && parallel+=(--timeout 180)
     step tests 300 60 "$VPY" -m pytest -q -rs --durations=30 -p no:cacheprovider "${parallel[@]}" \
         --junitxml="$RAW/junit-gpu.xml" tests/launch/test_gpu_launch.py tests/sessions/test_gpu.py
 }
