@@ -9,9 +9,10 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -145,6 +146,27 @@ def tensorboard_points(log_dir: Path) -> tuple[dict[str, list[tuple[int, float]]
     scalars = {tag: [(s.step, s.value) for s in events.Scalars(tag)] for tag in tags["scalars"]}
     texts = {tag: [t.tensor_proto.string_val[0].decode() for t in events.Tensors(tag)] for tag in tags["tensors"]}
     return scalars, texts
+
+
+#: Open MPI puts its session directory under TMPDIR, and a unix socket's path there would be limited to 107 bytes
+#: (this Open MPI 5 binds none: PMIx talks TCP): a temp directory longer than this (a deep --basetemp) is not handed
+#: to the subprocesses.
+MAX_SUBPROCESS_TMPDIR = 60
+
+
+@pytest.fixture(scope="session", autouse=True)
+def suite_tempdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The temp directory of the whole run, ``tmp/`` under pytest's basetemp (pytest keeps the last 3 runs' and
+    deletes older ones): ``tempfile``'s default in this process (docstring examples' ``mkdtemp()``, the source file of
+    every function pytensor's JAX linker compiles) and ``TMPDIR`` of every subprocess (the launcher, Open MPI's
+    session directory, the ranks, ``python -c``), so that a run leaves nothing else in /tmp. (No word here may name
+    what marks a test ``mpi``: every test uses this fixture.)"""
+    path = tmp_path_factory.mktemp("tmp", numbered=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tempfile, "tempdir", str(path))
+        if len(str(path)) <= MAX_SUBPROCESS_TMPDIR:
+            patch.setenv("TMPDIR", str(path))
+        yield path
 
 
 @pytest.fixture

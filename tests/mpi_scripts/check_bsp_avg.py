@@ -1,5 +1,6 @@
 """Under mpiexec: BSP-avg's parameter average after k local steps equals the numpy mean of the workers' params."""
 
+import shutil
 import sys
 import tempfile
 
@@ -40,5 +41,7 @@ expected = np.mean(np.stack(gathered).astype("float64"), axis=0)
 after = worker.fused.read()
 np.testing.assert_allclose(after, expected, rtol=1e-6, atol=1e-7)
 assert np.array_equal(comm.allgather(after.copy())[0], after), "all workers must hold the same average"
+comm.Barrier()  # every rank is done with the run directory
 if comm.rank == 0:
+    shutil.rmtree(run_dir)
     print("bsp avg ok")

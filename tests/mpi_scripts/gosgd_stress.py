@@ -8,6 +8,7 @@ sent was received (matrices), the weights sum to 1 and every worker holds the sa
 """
 
 import json
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -53,6 +54,8 @@ for rep in range(reps):
         assert on_disk["messages_sent"] == s["messages_sent"] and on_disk["rule"] == "GOSGD"
         print(f"rep {rep}: steps {s['steps']} pushes {s['pushes']} merges {s['merges']} "
               f"idle merges {s['idle_merges']}", flush=True)
-    comm.Barrier()
+    comm.Barrier()  # every rank is done with the run directory
+    if comm.rank == 0:
+        shutil.rmtree(run_dir)
 if comm.rank == 0:
     print(f"gosgd stress ok {reps}")
