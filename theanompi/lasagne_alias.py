@@ -15,7 +15,7 @@ Example
 >>> alias.install()                                   # doctest: +SKIP
 >>> import lasagne                                    # doctest: +SKIP
 >>> lasagne.layers.DenseLayer                         # doctest: +SKIP
-<class 'theanompi.models.layers.dense.DenseLayer'>
+<class 'theanompi.nn.layers.dense.DenseLayer'>
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class LasagneAliasFinder(AliasFinder):
     """Finds ``lasagne[.X]`` as ``theanompi.lasagne[.X]`` (placed last on ``sys.meta_path`` by :func:`install`)."""
 
     def __init__(self) -> None:
-        super().__init__({ALIAS: TARGET}, prefix=True, on_load=_on_load)
+        super().__init__({ALIAS: TARGET}, on_load=_on_load)
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if fullname != ALIAS and sys.modules.get(ALIAS) is not sys.modules.get(TARGET):
