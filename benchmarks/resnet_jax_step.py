@@ -96,7 +96,7 @@ def build_pure(model, initial: dict):
     n, width = (hp["depth"] - 2) // 6, hp["width"]
     dtype = np.dtype(model.floatX)  # float32; float64 where pytensor's floatX and jax's x64 are (a drift check)
     lr, mu, wd = (dtype.type(hp[k]) for k in ("lr", "momentum", "weight_decay"))
-    eps, alpha = dtype.type(1e-4), dtype.type(0.1)  # theanompi.models.layers.BatchNormLayer's defaults
+    eps, alpha = dtype.type(1e-4), dtype.type(0.1)  # theanompi.nn.BatchNormLayer's defaults
 
     def conv(x, w, stride):
         return jax.lax.conv_general_dilated(x, w, (stride, stride), [(1, 1), (1, 1)],
@@ -163,7 +163,7 @@ def ours_state(model) -> dict:
     """Our parameters, momenta and batch-norm running statistics as host arrays, named as ``build_pure``'s state."""
     import numpy as np
 
-    from theanompi.models.layers import get_all_params
+    from theanompi.nn import get_all_params
 
     velocities = {v.name[len("v_"):]: v for v in model.state_vars if (v.name or "").startswith("v_")}
     stats = [p for p in get_all_params(model.network) if p.name.endswith((".mean", ".inv_std"))]

@@ -116,7 +116,7 @@ def pytensor_step_variants(model):
     import pytensor
     from pytensor.compile.mode import Mode
 
-    import theanompi.models.layers as L
+    import theanompi.nn as L
 
     model.compile_iter_fns(None)
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 import pytensor
 
-import theanompi.models.layers as L
+import theanompi.nn as L
 from theanompi.core.options import predicate_parser
 from theanompi.models.base import ClassifierModel
 

@@ -57,6 +57,6 @@ def test_probe_sees_a_heavy_import() -> None:
 
 def test_c_mode_model_code_does_not_import_jax() -> None:
     """jax costs ~1 s per rank: only the JAX compute mode (``pytensor_mode("jax")``) imports it."""
-    statement = "import theanompi.models.layers, theanompi.backend.ops, theanompi.models.zoo.resnet"
+    statement = "import theanompi.nn, theanompi.backend.ops, theanompi.models.zoo.resnet"
     assert modules_loaded_by(statement, ("jax",)) == []
     assert modules_loaded_by("import jax", ("jax",)) == ["jax"]

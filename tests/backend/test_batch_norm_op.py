@@ -9,7 +9,7 @@ import pytest
 from pytensor.compile.mode import Mode
 from pytensor.gradient import verify_grad
 
-import theanompi.models.layers as L
+import theanompi.nn as L
 from theanompi.backend.ops import BatchNormTrain, BatchNormTrainGrad, batch_norm_infer, batch_norm_train
 from theanompi.backend.ops.batch_norm import batch_norm_infer_numpy, batch_norm_train_grad_numpy, batch_norm_train_numpy
 

@@ -17,7 +17,7 @@ import pytensor.tensor as pt
 import pytest
 from conftest import ROOT
 
-import theanompi.models.layers as L
+import theanompi.nn as L
 from theanompi.backend import function_cache as fc
 from theanompi.models.contract import WorkerConfig
 from theanompi.models.mlp import MLP

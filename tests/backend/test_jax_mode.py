@@ -100,7 +100,7 @@ def test_dropout_masks_change_between_calls_in_jax_mode_without_a_warning():
     import pytensor.tensor as pt
 
     from theanompi.backend.compute import pytensor_mode
-    from theanompi.models.layers import DropoutLayer, InputLayer, get_output
+    from theanompi.nn import DropoutLayer, InputLayer, get_output
 
     x = pt.matrix("x")
     y = get_output(DropoutLayer(InputLayer((8, 16), x), p=0.5))

@@ -46,7 +46,7 @@ def run_python(code: str, **env_changes: str | None) -> subprocess.CompletedProc
 
 
 def report(first_import: str, **env_changes: str | None) -> dict:
-    proc = run_python(f"{first_import}\nimport theanompi.models.layers\n{REPORT}", **env_changes)
+    proc = run_python(f"{first_import}\nimport theanompi.nn\n{REPORT}", **env_changes)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

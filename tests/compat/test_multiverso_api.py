@@ -28,7 +28,7 @@ def test_param_manager_finds_every_layer_param():
     """A Lasagne-style layer has a .params dict of its own: the manager must collect the whole net's."""
     import numpy as np
 
-    import theanompi.models.layers as L
+    import theanompi.nn as L
     from theanompi.multiverso.theano_ext.lasagne_ext.param_manager import params_of
 
     L.init.set_rng(np.random.default_rng(0))
@@ -139,7 +139,7 @@ def test_mv_shared_variables_pickle_as_multiversos_did():
 @pytest.mark.parametrize("statement, floatx", [
     ("import theanompi.multiverso; import pytensor", "float64"),  # a Multiverso script: pytensor's own default
     ("import pytensor; import theanompi.multiverso", "float64"),  # Multiverso's examples import theano first
-    ("import theanompi.models.layers; import theanompi.multiverso", "float32"),  # the layers came first: kept
+    ("import theanompi.nn; import theanompi.multiverso", "float32"),  # the layers came first: kept
     ("import theanompi; import pytensor", "float32"),  # sessions and the layer library: theanompi's float32
 ])
 def test_multiverso_scripts_keep_pytensors_floatx(statement, floatx):
@@ -158,4 +158,4 @@ def test_the_users_floatx_wins():
 def test_import_lasagne_works_after_importing_theanompi_multiverso():
     out = _fresh("import theanompi.multiverso\nimport lasagne\nfrom lasagne.layers import DenseLayer\n"
                  "print(lasagne.__name__, DenseLayer.__module__)")
-    assert out == "theanompi.lasagne theanompi.models.layers.dense"
+    assert out == "theanompi.lasagne theanompi.nn.layers.dense"

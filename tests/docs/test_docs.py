@@ -208,21 +208,25 @@ def resolve_dotted(name: str) -> object:
 
 
 def moved_to(name: str, moved: dict[str, str]) -> str:
-    """``name`` with a 0.1 prefix kept by the alias table replaced by its new path (importing the alias itself
-    would leave it in ``sys.modules``, so a later import would not warn).
+    """``name`` with a 0.1 prefix kept by the alias table replaced by its new path, as ``import`` would find it
+    (:class:`theanompi.core.module_alias.AliasFinder`'s rule; importing the alias itself would leave it in
+    ``sys.modules``, so a later import would not warn).
 
     >>> moved_to("theanompi.contract.WorkerConfig", {"theanompi.contract": "theanompi.models.contract"})
     'theanompi.models.contract.WorkerConfig'
+    >>> moved_to("theanompi.models.layers.dense.DenseLayer", {"theanompi.models.layers": "theanompi.nn",
+    ...                                                        "theanompi.models.layers.*": "theanompi.nn.layers.*"})
+    'theanompi.nn.layers.dense.DenseLayer'
     """
-    for old, new in moved.items():
-        if name == old or name.startswith(old + "."):
-            return new + name[len(old):]
-    return name
+    from theanompi.core.module_alias import AliasFinder
+
+    return AliasFinder(moved).target_name(name) or name
 
 
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
 def test_dotted_names_resolve(page: Path) -> None:
     import theanompi
+    from theanompi.core.module_alias import AliasFinder
 
     text = page.read_text(encoding="utf-8")
     names = sorted(set(DOTTED_RE.findall(text)))
@@ -237,10 +241,11 @@ def test_dotted_names_resolve(page: Path) -> None:
     assert not missing, f"{page_id(page)} names what does not exist:\n" + "\n".join(missing)
     for paragraph in re.split(r"\n\s*\n", text):
         for name in set(DOTTED_RE.findall(paragraph)):
-            for old, new in theanompi.MOVED_PATHS.items():
-                if name == old or name.startswith(old + "."):
-                    assert new in paragraph, (f"{page_id(page)}: {name} is 0.1's path; name {new} beside it "
-                                              f"(the docs teach the new paths)")
+            match = AliasFinder(theanompi.MOVED_PATHS).match(name)
+            if match is not None:
+                new = match[1].rstrip(".")
+                assert new in paragraph, (f"{page_id(page)}: {name} is 0.1's path; name {new} beside it "
+                                          f"(the docs teach the new paths)")
 
 
 @pytest.mark.parametrize("page", PAGES, ids=page_id)

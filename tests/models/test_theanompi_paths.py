@@ -159,7 +159,7 @@ def gan_critic_output(gan):
     import pytensor.tensor as pt
     from pytensor.graph.replace import clone_replace
 
-    import theanompi.models.layers as L
+    import theanompi.nn as L
 
     out = L.get_output(gan.critic)
     if not gan.wasserstein:

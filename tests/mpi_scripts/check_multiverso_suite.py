@@ -34,7 +34,7 @@ from theanompi.backend.pytensor_config import configure_pytensor  # noqa: E402
 configure_pytensor()
 import pytensor  # noqa: E402
 
-import theanompi.models.layers as L  # noqa: E402
+import theanompi.nn as L  # noqa: E402
 from theanompi.multiverso.theano_ext import sharedvar  # noqa: E402
 from theanompi.multiverso.theano_ext.lasagne_ext import param_manager  # noqa: E402
 

@@ -337,7 +337,7 @@ def ensure_pytensor_configured(cache_dir: Path | None = None, floatx: str = "flo
 _FLOATX_DEFAULT: dict = {}
 
 #: Modules whose import means the float32 default may be in use (they create variables in floatX).
-FLOATX_USERS = ("theanompi.models.base", "theanompi.models.layers", "theanompi.models.layers2", "theanompi.lasagne")
+FLOATX_USERS = ("theanompi.models.base", "theanompi.nn", "theanompi.models.layers2", "theanompi.lasagne")
 
 
 def leave_floatx_to_pytensor() -> str | None:

@@ -30,7 +30,7 @@ Example
 
 from __future__ import annotations
 
-import theanompi.models.layers as L  # noqa: F401  (docstring example)
+import theanompi.nn as L  # noqa: F401  (docstring example)
 from theanompi.models.zoo import alexnet
 
 

@@ -44,7 +44,7 @@ from theanompi.backend.ops.softmax_inline import inline_softmax  # noqa: F401  (
 from theanompi.comm.fused_params import assign
 from theanompi.models.data.digits import load_digits_split  # noqa: F401  (docstring example)
 from theanompi.models.hyperparams import ClassifierHyperParams
-from theanompi.models.layers import sync_running_stats
+from theanompi.nn import sync_running_stats
 
 if TYPE_CHECKING:
     from pytensor.tensor.variable import TensorVariable
@@ -64,7 +64,7 @@ class ClassifierModel(ClassifierHyperParams):
         self.x = pt.tensor("x", dtype=self.floatX, shape=(None,) + self.data.x_train.shape[1:])
         self.y = pt.ivector("y")
         rng = np.random.default_rng(config.seed)
-        self.network = None  # a subclass built from theanompi.models.layers may keep its output layer here
+        self.network = None  # a subclass built from theanompi.nn may keep its output layer here
         built = self.build_network(self.x, rng)
         self.params, self.logits = built[0], built[1]
         self.val_logits = built[2] if len(built) > 2 else self.logits

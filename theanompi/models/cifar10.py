@@ -30,7 +30,7 @@ Example
 
 from __future__ import annotations
 
-import theanompi.models.layers as L
+import theanompi.nn as L
 from theanompi.core.options import predicate_parser
 from theanompi.models.zoo import ImageClassifier, int_list_check, is_int, is_number, parse_int_list
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import ASSETS
 
-import theanompi.models.layers as L
+import theanompi.nn as L
 from theanompi.core.errors import ConfigError
 from theanompi.models.data.hickle_batches import HickleBatchData
 from theanompi.models.data.prefetch import PrefetchData

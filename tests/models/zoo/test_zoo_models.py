@@ -58,7 +58,7 @@ def test_int_lists_from_cfg_text():
 @pytest.mark.slow
 def test_cifar_cnn_is_the_benchmark_net_and_learns_digits():
     model = zh.make_model(CifarCNN, data="digits", batch_size=32, lr=0.05)
-    import theanompi.models.layers as L
+    import theanompi.nn as L
 
     kinds = [type(lyr).__name__ for lyr in L.get_all_layers(model.network)]
     assert kinds == ["InputLayer", "Conv2DLayer", "MaxPool2DLayer", "Conv2DLayer", "MaxPool2DLayer", "DenseLayer"]
@@ -116,7 +116,7 @@ def test_stacked_lstm_on_synthetic_sequences():
     opts = dict(data="synthetic", seq_len=5, n_features=3, n_classes=3, num_units=8, num_layers=2,
                 train_size=256, val_size=64, batch_size=16)
     model = zh.make_model(LSTMClassifier, **opts)
-    import theanompi.models.layers as L
+    import theanompi.nn as L
 
     lstms = [lyr for lyr in L.get_all_layers(model.network) if isinstance(lyr, L.LSTMLayer)]
     assert model.data.x_train.shape[1:] == (5, 3) and len(lstms) == 2

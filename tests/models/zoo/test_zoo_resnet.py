@@ -7,7 +7,7 @@ import pytensor
 import pytest
 from conftest import ASSETS
 
-import theanompi.models.layers as L
+import theanompi.nn as L
 from theanompi.core.errors import ConfigError
 from theanompi.models.contract import WorkerConfig
 from theanompi.models.zoo.resnet import ChannelPadShortcut, ResNet, ResNet20, ResNet32

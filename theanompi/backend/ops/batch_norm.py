@@ -7,7 +7,7 @@ returns ``(y, mean, inv_std)``::
     mean = x.mean(axes)    inv_std = 1 / sqrt(x.var(axes) + epsilon)
     y = (x - mean) * (gamma * inv_std) + beta
 
-— the graph :class:`~theanompi.models.layers.BatchNormLayer` builds, in two
+— the graph :class:`~theanompi.nn.BatchNormLayer` builds, in two
 passes over memory instead of a dozen generic elementwise and reduction ops.
 The gradient is a second fused Op, :class:`BatchNormTrainGrad`, returning
 ``(dx, dgamma, dbeta)``. Both have NumPy ``perform`` fallbacks and JAX
@@ -246,7 +246,7 @@ class BatchNormInfer(_BatchNormC):
     """``BatchNormInfer()(x, gamma, beta, mean, inv_std)`` -> y, normalised with the given statistics.
 
     ``y = (x - mean) * (gamma * inv_std) + beta`` over channel axis 1: the output
-    of :class:`~theanompi.models.layers.BatchNormLayer` with its running averages
+    of :class:`~theanompi.nn.BatchNormLayer` with its running averages
     (validation), one C pass instead of four broadcasts and an elementwise op.
 
     Example

@@ -35,7 +35,7 @@ import pytensor.tensor as pt
 from pytensor.graph.replace import graph_replace
 
 from theanompi.models import current_config
-from theanompi.models.layers.base import set_state_update
+from theanompi.nn.layers import set_state_update
 
 __all__ = ["Layer", "layer_rng", "draw_uniform"]
 

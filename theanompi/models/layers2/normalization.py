@@ -89,4 +89,4 @@ class BatchNormal:
 
     def __init__(self, *args, **kwargs):
         raise NotImplementedError("layers2.BatchNormal was never implemented in Theano-MPI; use "
-                                  "theanompi.models.layers.BatchNormLayer (Lasagne-style) instead")
+                                  "theanompi.nn.BatchNormLayer (Lasagne-style) instead")

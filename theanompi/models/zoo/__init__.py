@@ -1,4 +1,4 @@
-"""The model zoo: ready-made ModelClasses built with :mod:`theanompi.models.layers`.
+"""The model zoo: ready-made ModelClasses built with :mod:`theanompi.nn`.
 
 ``MODELFILE=theanompi.models.zoo.<module>``, ``MODELCLASS=<class>``:
 
@@ -14,7 +14,7 @@
 * ``resnet_imagenet.ResNet50`` (``BottleneckResNet``: 50/101/152): ImageNet ResNets with bottleneck blocks
 
 Every model validates its ``MODEL_*`` options before any rank starts, initialises
-its parameters from ``SEED`` (:func:`theanompi.models.layers.init.set_rng`, so all
+its parameters from ``SEED`` (:func:`theanompi.nn.init.set_rng`, so all
 ranks start identical) and runs under every rule (BSP ``cdd``/``avg``, EASGD,
 GOSGD, ASGD).
 
@@ -35,7 +35,7 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 
-import theanompi.models.layers as L
+import theanompi.nn as L
 from theanompi.models.base import ClassifierModel
 from theanompi.models.image_data import (  # noqa: F401  (re-exported: the zoo modules' helpers)
     DATA_CHECKS,
@@ -78,7 +78,7 @@ class ImageClassifier(ImageDataOptions, ClassifierModel):
 
     Subclasses set :attr:`data_choices` and implement :meth:`build_layers` (the input
     layer -> the output layer, logits, no softmax). :meth:`build_network` seeds
-    :func:`theanompi.models.layers.init.set_rng` from ``config.seed``, keeps the output
+    :func:`theanompi.nn.init.set_rng` from ``config.seed``, keeps the output
     layer in ``self.network`` (so ``sync_state`` pools batch-norm statistics) and
     returns the trainable params, the training logits and the deterministic
     validation logits (batch norm on running statistics, dropout off). The data
@@ -87,7 +87,7 @@ class ImageClassifier(ImageDataOptions, ClassifierModel):
 
     Example
     -------
-    >>> import theanompi.models.layers as L
+    >>> import theanompi.nn as L
     >>> class Linear(ImageClassifier):
     ...     data_choices = ("digits", "synthetic")
     ...     def build_layers(self, net):
@@ -154,7 +154,7 @@ class BatchSizedConcat(L.ConcatLayer):
 
 
 def rank_dropout(incoming, p: float, config, index: int):
-    """A :class:`~theanompi.models.layers.DropoutLayer` whose random generator is seeded by
+    """A :class:`~theanompi.nn.DropoutLayer` whose random generator is seeded by
     (``config.seed``, ``config.rank``, ``index``): different masks on every rank (each
     worker sees other samples), reproducible runs, and the initializers' generator
     (the parameters, identical on every rank) is left untouched.

@@ -56,7 +56,7 @@ Small: synthetic 3x32x32 images, 5 classes, narrow layers.
 
 from __future__ import annotations
 
-import theanompi.models.layers as L
+import theanompi.nn as L
 from theanompi.core.errors import ConfigError
 from theanompi.core.options import predicate_parser
 from theanompi.models.zoo import (

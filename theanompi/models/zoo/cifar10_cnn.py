@@ -36,7 +36,7 @@ Example
 
 from __future__ import annotations
 
-import theanompi.models.layers as L
+import theanompi.nn as L
 from theanompi.models.zoo import ImageClassifier, int_list_check, parse_int_list
 
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import pytensor
 
-import theanompi.models.layers as L
+import theanompi.nn as L
 from theanompi.core.errors import ConfigError
 from theanompi.core.options import predicate_parser
 from theanompi.models.base import ClassifierModel

@@ -57,7 +57,7 @@ from __future__ import annotations
 import numpy as np
 import pytensor.tensor as pt
 
-import theanompi.models.layers as L
+import theanompi.nn as L
 from theanompi.core.errors import ConfigError
 from theanompi.core.options import predicate_parser
 from theanompi.models.zoo import ImageClassifier, choice_check, is_int

@@ -35,7 +35,7 @@ Example
 
 from __future__ import annotations
 
-import theanompi.models.layers as L
+import theanompi.nn as L
 from theanompi.models.zoo import choice_check, int_list_check, parse_int_list
 from theanompi.models.zoo.resnet import ResNet, conv_bn
 

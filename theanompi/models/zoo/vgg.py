@@ -44,7 +44,7 @@ Small: VGG-11 on synthetic 3x32x32 images, narrow layers.
 
 from __future__ import annotations
 
-import theanompi.models.layers as L
+import theanompi.nn as L
 from theanompi.core.errors import ConfigError
 from theanompi.core.options import predicate_parser
 from theanompi.models.zoo import ImageClassifier, choice_check, int_list_check, is_int, is_number, parse_int_list

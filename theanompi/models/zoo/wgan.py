@@ -109,7 +109,7 @@ import pytensor
 import pytensor.tensor as pt
 from pytensor.graph.replace import clone_replace
 
-import theanompi.models.layers as L
+import theanompi.nn as L
 from theanompi.backend import arrays
 from theanompi.backend.compute import default_compute
 from theanompi.core.errors import ConfigError

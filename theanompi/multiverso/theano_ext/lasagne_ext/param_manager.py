@@ -1,6 +1,6 @@
 """Managers for Lasagne-style networks: ``LasagneParamManager`` and Multiverso's older ``MVNetParamManager``.
 
-A network is a Lasagne-style layer (theanompi.models.layers; the whole net's
+A network is a Lasagne-style layer (theanompi.nn; the whole net's
 trainable params), a list of layers, a list of pytensor shared variables, or an
 object with a ``params`` list (a theanompi ModelClass). The parameters travel
 as one fused buffer.
@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from theanompi.comm.fused_params import FusedParams
-from theanompi.models.layers import Layer, get_all_params
 from theanompi.multiverso.theano_ext.param_manager import MVModelParamManager
+from theanompi.nn import Layer, get_all_params
 
 
 def params_of(network) -> list:
