@@ -16,11 +16,9 @@ import pytest
 import theanompi
 from theanompi.models.current_config import set_current
 
-# Modules that cannot be imported in the test process, each with the reason.
-NOT_IMPORTABLE = {
-    # raises ImportError by design: Lasagne's cuDNN layers are not ported (tests/compat/test_lasagne_tree.py checks it)
-    "theanompi.lasagne.layers.dnn",
-}
+# Modules that cannot be imported in the test process, each with the reason. None today: lasagne.layers.dnn, which
+# raises ImportError by design, is a name of theanompi.lasagne's table, not a file (tests/compat/test_lasagne_tree.py).
+NOT_IMPORTABLE: set[str] = set()
 
 # Modules that need an optional package; their examples run when it is installed.
 OPTIONAL_PACKAGE = {
@@ -30,8 +28,8 @@ OPTIONAL_PACKAGE = {
 }
 
 # Packages every module of which must show at least one docstring example, and single modules that must.
-MUST_HAVE_EXAMPLES_UNDER = ("theanompi.models.layers.", "theanompi.models.zoo.", "theanompi.models.data.")
-MUST_HAVE_EXAMPLES = ("theanompi.models.layers", "theanompi.models.zoo", "theanompi.session.watchdog",
+MUST_HAVE_EXAMPLES_UNDER = ("theanompi.nn.", "theanompi.models.zoo.", "theanompi.models.data.")
+MUST_HAVE_EXAMPLES = ("theanompi.nn", "theanompi.models.zoo", "theanompi.session.watchdog",
                       "theanompi.session.run_dir", "theanompi.launch.mpiexec", "theanompi.core.options",
                       "theanompi.core.session_options", "theanompi.core.option_checks", "theanompi.core.devices",
                       "theanompi.core.polling", "theanompi.launch.cfg", "theanompi.multiverso.api",
@@ -39,8 +37,7 @@ MUST_HAVE_EXAMPLES = ("theanompi.models.layers", "theanompi.models.zoo", "theano
                       "theanompi.comm.param_access", "theanompi.models.hyperparams",
                       "theanompi.models.torch_classifier", "theanompi.models.contract", "theanompi.models.layers2",
                       "theanompi.rules.easgd", "theanompi.runtime.records", "theanompi.models.data",
-                      "theanompi.lasagne", "theanompi.lasagne.layers", "theanompi.lasagne.random",
-                      "theanompi.lasagne.utils", "theanompi.lasagne._unported", "theanompi.lasagne_alias",
+                      "theanompi.lasagne", "theanompi.lasagne._name_map", "theanompi.lasagne_alias",
                       "theanompi.core.module_alias", "theanompi.runtime.rank_context", "theanompi.session.spec")
 
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
@@ -50,8 +47,8 @@ def all_modules() -> list[str]:
     """The package and every module under it, sorted.
 
     >>> names = all_modules()
-    >>> names[0], "theanompi.lasagne.layers.dnn" in names
-    ('theanompi', True)
+    >>> names[0], "theanompi.nn.layers.dense" in names, "theanompi.lasagne.theano_extensions.conv" in names
+    ('theanompi', True, True)
     """
     return sorted(["theanompi", *(info.name for info in pkgutil.walk_packages(theanompi.__path__, "theanompi."))])
 
@@ -74,7 +71,7 @@ def test_walk_finds_the_known_examples() -> None:
     """The walk reaches nested packages (guards against a silently empty parametrization)."""
     names = all_modules()
     assert len(names) > 100
-    nested = {"theanompi.models.layers.dense", "theanompi.multiverso.theano_ext.sharedvar", "theanompi.comm.ps.server"}
+    nested = {"theanompi.nn.layers.dense", "theanompi.multiverso.theano_ext.sharedvar", "theanompi.comm.ps.server"}
     assert nested <= set(names)
 
 

@@ -16,7 +16,7 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 
-import theanompi.models.layers as L
+import theanompi.nn as L
 from theanompi import lasagne
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -182,6 +182,34 @@ def test_tree_has_lasagnes_modules_and_names_what_is_not_ported():
         _ = lasagne.layers.pool.pool_3d
 
 
+#: Every module of Lasagne's tree that theanompi.lasagne held as a file before it became a name map.
+LASAGNE_MODULES = [
+    "init", "layers", "layers.base", "layers.conv", "layers.dense", "layers.embedding", "layers.helper", "layers.input",
+    "layers.local", "layers.merge", "layers.noise", "layers.normalization", "layers.pool", "layers.recurrent",
+    "layers.shape", "layers.special", "nonlinearities", "objectives", "random", "regularization",
+    "theano_extensions", "theano_extensions.conv", "theano_extensions.padding", "updates", "utils",
+]
+
+
+@pytest.mark.parametrize("name", LASAGNE_MODULES)
+def test_every_module_of_the_tree_imports_and_is_an_attribute_of_its_parent(name):
+    module = importlib.import_module(f"theanompi.lasagne.{name}")
+    parent, _, child = f"theanompi.lasagne.{name}".rpartition(".")
+    assert getattr(sys.modules[parent], child) is module is sys.modules[f"theanompi.lasagne.{name}"]
+
+
+@pytest.mark.parametrize("name", sorted(lasagne.MODULES))
+def test_a_lasagne_module_holds_its_nn_modules_names_and_lasagnes_own(name):
+    module, implementation = importlib.import_module(f"theanompi.lasagne.{name}"), lasagne.MODULES[name]
+    extra = lasagne.LASAGNE_ONLY_NAMES.get(name, {})
+    assert module.__all__ == [*implementation.__all__, *extra]
+    assert all(getattr(module, attr) is getattr(implementation, attr) for attr in implementation.__all__)
+    assert all(getattr(module, attr) is value for attr, value in extra.items())
+    assert f":mod:`{implementation.__name__}`" in module.__doc__
+    with pytest.raises(AttributeError, match=f"module 'lasagne.{name}' has no attribute 'not_a_lasagne_name'"):
+        _ = module.not_a_lasagne_name
+
+
 def numpy_conv1d(x, W, stride, pad):
     """A true convolution (np.convolve flips the filter) summed over the input channels."""
     x = np.pad(x, [(0, 0), (0, 0), (pad, pad)])
@@ -235,7 +263,9 @@ def test_alias_import_lasagne_gives_theanompi_lasagne(tmp_path):
         import lasagne
         from lasagne.layers import DenseLayer
         import lasagne.layers.helper
-        import theanompi.lasagne, theanompi.models.layers as L
+        import lasagne.layers.pool
+        import theanompi.lasagne, theanompi.nn as L
+        assert lasagne.layers.pool is theanompi.lasagne.layers.pool and lasagne.layers.pool.Pool2DLayer is L.Pool2DLayer
         assert lasagne is theanompi.lasagne and lasagne.layers is theanompi.lasagne.layers
         assert sys.modules["lasagne.layers.helper"] is theanompi.lasagne.layers.helper
         assert DenseLayer is L.DenseLayer and lasagne.layers.get_output is L.get_output
@@ -249,6 +279,12 @@ def test_alias_import_lasagne_gives_theanompi_lasagne(tmp_path):
         else:
             raise AssertionError("lasagne.layers.dnn imported")
         try:
+            from lasagne.layers import dnn
+        except ImportError as exc:
+            print("from lasagne.layers import dnn:", type(exc).__name__, exc)
+        else:
+            raise AssertionError("lasagne.layers.dnn imported")
+        try:
             import lasagne.no_such_module
         except ModuleNotFoundError:
             print("missing submodule: ModuleNotFoundError")
@@ -258,6 +294,7 @@ def test_alias_import_lasagne_gives_theanompi_lasagne(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("INFO lasagne is not installed: `import lasagne` gives theanompi.lasagne") == 1
     assert "dnn ImportError: ImportError" in proc.stdout
+    assert "from lasagne.layers import dnn: ImportError lasagne.layers.dnn (cuDNN layers) is not part" in proc.stdout
     assert "missing submodule: ModuleNotFoundError" in proc.stdout and "done True" in proc.stdout
 
 

@@ -1,4 +1,4 @@
-"""``lasagne.theano_extensions.padding``: ``pad`` is :func:`theanompi.models.layers.shape.pad_tensor`.
+"""``lasagne.theano_extensions.padding``: ``pad`` is :func:`theanompi.nn.layers.shape.pad_tensor`.
 
 Example
 -------
@@ -7,6 +7,6 @@ Example
 [[0.0, 1.0, 1.0, 0.0]]
 """
 
-from theanompi.models.layers.shape import pad_tensor as pad
+from theanompi.nn.layers.shape import pad_tensor as pad
 
 __all__ = ["pad"]
