@@ -1,5 +1,5 @@
-"""EASGD's server without ranks: built by ``create`` from the start it takes with the workers, and single exchanges
-answered against fakes, checked against NumPy's elastic formula. (Sessions under a real mpiexec:
+"""EASGD's server without ranks: built by ``create`` from the start it takes with the workers (or a checkpoint's), and
+single exchanges answered against fakes, checked against NumPy's elastic formula. (Sessions under a real mpiexec:
 tests/sessions/test_easgd.py; its construction only storing state: tests/rules/test_rule_constructors.py.)"""
 
 from types import SimpleNamespace
@@ -8,6 +8,7 @@ import numpy as np
 import pytensor
 import pytest
 
+from theanompi.core.errors import ContractError
 from theanompi.core.session_options import EASGDOptions
 from theanompi.rules.easgd import server as server_module
 from theanompi.rules.easgd.protocol import TAG_DELTA, TAG_PARAMS, TAG_REPLY, TAG_REPORT, TAG_STATE
@@ -170,3 +171,28 @@ def test_a_worker_told_to_stop_leaves_its_state_as_its_snapshot(tmp_path, monkey
     snapshot = server.snapshots.last[0]
     np.testing.assert_allclose(snapshot.params, w - 0.5 * (w - c), rtol=0, atol=1e-6)
     assert snapshot.steps == 2 and len(snapshot.state) == 1 and server.snapshots.last[1] is None
+
+
+def save_easgd_checkpoint(directory, centre, iteration, epoch):
+    from theanompi.session.checkpoint import save_checkpoint
+
+    params = [[np.zeros(shape, "float32") for shape in SHAPES]] * 2
+    return save_checkpoint(directory, {"rule": "EASGD", "epoch": epoch, "iteration": iteration, "n_workers": 2,
+                                       "seed": 0, "centre": centre, "worker_params": params,
+                                       "worker_state": [[], []], "worker_iterations": [iteration // 2] * 2})
+
+
+def test_a_resumed_server_starts_from_the_checkpoints_centre_and_steps(tmp_path, monkeypatch):
+    centre = np.arange(9, dtype="float32")
+    path = save_easgd_checkpoint(tmp_path / "ckpts", centre, iteration=10, epoch=0)
+    server, exchange, _ = create_server(tmp_path, monkeypatch, [3, 5], tau=2, n_epochs=3, resume=str(path))
+    assert exchange.collectives == ["allgather", ("gather", 0)]  # every rank has its own start: no broadcast
+    np.testing.assert_array_equal(server.centre, centre)
+    assert (server.ledger.reported, server.ledger.target, server.epochs_done) == (10, 24, 1)
+    assert server.recorder.iteration == 10
+
+
+def test_a_checkpoints_centre_of_another_size_is_refused_naming_both_sizes(tmp_path, monkeypatch):
+    path = save_easgd_checkpoint(tmp_path / "ckpts", np.zeros(5, "float32"), iteration=10, epoch=0)
+    with pytest.raises(ContractError, match=r"RESUME=.*: the checkpoint's centre has 5 values, the model 9$"):
+        create_server(tmp_path, monkeypatch, [3, 5], resume=str(path))
