@@ -15,6 +15,8 @@ from theanompi.rules.asgd import ASGDWorker
 from theanompi.rules.bsp import BSPWorker
 from theanompi.rules.easgd import EASGDServer, EASGDWorker
 from theanompi.rules.easgd.protocol import Connection
+from theanompi.rules.easgd.server import ExchangeBuffers, ServerStart
+from theanompi.rules.easgd.step_ledger import StepLedger
 from theanompi.rules.gosgd import GOSGDWorker
 from theanompi.runtime.model_build import BuiltWorker
 
@@ -57,6 +59,10 @@ def _comm():
     return Untouchable("comm", size=2, rank=0)
 
 
+def _server_start():
+    return ServerStart(centre=np.zeros(4, "float32"), shard_batches=[3, 3], ledger=StepLedger(2, 4, 12), epochs_done=0)
+
+
 @pytest.mark.parametrize("make", [
     lambda ctx, o: BSPWorker(ctx, _comm(), _built(), o[BSPOptions], "cdd", Untouchable("the exchanger")),
     lambda ctx, o: GOSGDWorker(ctx, _comm(), _built(), o[GOSGDOptions], Untouchable("the gossip comm"),
@@ -65,7 +71,9 @@ def _comm():
     lambda ctx, o: EASGDWorker(ctx, _built(), o[EASGDOptions],
                                Connection(_comm(), Untouchable("the exchange comm"), 0, [1, 2]),
                                Untouchable("the staging")),
-    lambda ctx, o: EASGDServer(ctx),
+    lambda ctx, o: EASGDServer(ctx, o[EASGDOptions], Connection(_comm(), Untouchable("the exchange comm"), 0, [1, 2]),
+                               _built(), _server_start(), ExchangeBuffers.allocate(2, 4, np.dtype("float32")),
+                               Untouchable("MPI")),
 ], ids=["BSP", "GOSGD", "ASGD", "EASGD worker", "EASGD server"])
 def test_a_constructor_only_stores_state(tmp_path, make):
     options = {cls: cls(resume="/nonexistent/checkpoint", updater="sgd") if cls is ASGDOptions

@@ -26,6 +26,8 @@ is then filled from, and written back into, the tensors' memory (CuPy for CUDA t
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from theanompi.backend import arrays
@@ -118,8 +120,8 @@ class FusedParams:
                 return f"{name!r} (params[{i}])"
         return None
 
-    def read(self):
-        """Current parameter values packed into the (reused) fused buffer."""
+    def read(self) -> Any:
+        """Current parameter values packed into the (reused) fused buffer (a NumPy or CuPy array: :attr:`xp`)."""
         values = (arrays.as_buffer(current_value(p), self.xp) for p in self.params)
         return self.layout.pack(values, self.buffer)
 

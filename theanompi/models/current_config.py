@@ -1,33 +1,38 @@
-"""The WorkerConfig of the model this rank builds, for code that is not handed it.
+"""This rank's current :class:`~theanompi.models.contract.WorkerConfig`: the one global of the house.
 
-Theano-MPI's DataClasses are constructed as ``Cifar10_data(verbose)``, without the
-session's options; they find ``MODEL_DATA_DIR``, the seed, the rank and the
-session's sync type here. :func:`theanompi.runtime.worker_loop.build_model` sets it before
-it constructs the ModelClass; outside a session it is None.
+Everything else is handed what it works on. This cannot be: Theano-MPI's model constructors take only a config
+dict and its DataClasses only ``verbose`` (``Cifar10_data(verbose)``), yet the code they call needs the rank's
+config all the same -- the DataClass API (:mod:`theanompi.models.data.theanompi_api`: ``MODEL_DATA_DIR``, the
+seed, the rank), Theano-MPI's layers (:mod:`theanompi.models.layers2`: random layers seeded by seed and rank) and
+:mod:`theanompi.lib.opt` (the session's sync type). So the rank keeps its config here:
+:func:`theanompi.runtime.model_build.build_model` sets it just before it constructs the ModelClass and leaves it
+set while the session runs; only those readers read it. Outside a session it is None (a test or a script may set
+one itself, and should set None again after).
 
 Example
 -------
 >>> from theanompi.models.contract import WorkerConfig
->>> set_current(WorkerConfig(rank=0, size=2, seed=3, device="cpu0", model_options={"data_dir": "/data"}))
->>> current().model_options["data_dir"], current().size
-('/data', 2)
+>>> set_current(WorkerConfig(rank=1, size=2, seed=3, device="cpu1", model_options={"data_dir": "/data"}))
+>>> config = current()
+>>> config is not None and (config.rank, config.size, config.model_options["data_dir"])
+(1, 2, '/data')
 >>> set_current(None); current() is None
 True
 """
 
 from __future__ import annotations
 
-from typing import Any
+from theanompi.models.contract import WorkerConfig
 
-_current: Any = None
+_current: WorkerConfig | None = None
 
 
-def set_current(config) -> None:
-    """Make ``config`` (a :class:`theanompi.models.contract.WorkerConfig`, or None) this rank's current one."""
+def set_current(config: WorkerConfig | None) -> None:
+    """Make ``config`` this rank's current WorkerConfig (None: no session runs in this process)."""
     global _current
     _current = config
 
 
-def current():
+def current() -> WorkerConfig | None:
     """This rank's WorkerConfig while a session builds or runs its model, else None."""
     return _current

@@ -49,7 +49,7 @@ def build_model(ctx: RankContext, worker_rank: int, n_workers: int, sync_type: s
         sync_type=sync_type, options=ctx.options, model_options=dict(spec.model_options),
         run_dir=Path(spec.run_dir), model_name=spec.modelclass,
     )
-    current_config.set_current(config)  # Theano-MPI-style DataClasses and lib.opt read it
+    current_config.set_current(config)  # the one global: Theano-MPI's DataClass API, layers2 and lib.opt read it
     model = cls(config)
     if follows_theanompi_contract(model):
         model = TheanoMPIModel(model, config)

@@ -86,8 +86,9 @@ Lost workers
 Code
     This module is the launch side; :mod:`~theanompi.rules.easgd.server` and
     :mod:`~theanompi.rules.easgd.worker` are the two roles,
-    :mod:`~theanompi.rules.easgd.protocol` what they share and
-    :mod:`~theanompi.rules.easgd.step_ledger` the server's step bookkeeping.
+    :mod:`~theanompi.rules.easgd.protocol` what they share,
+    :mod:`~theanompi.rules.easgd.step_ledger` the server's step bookkeeping and
+    :mod:`~theanompi.rules.easgd.snapshots` its checkpoints' (each worker's last snapshot).
 
 Options: ``EASGD_ALPHA`` / ``alpha`` (moving rate, a number in (0, 1], default
 0.5) and ``EASGD_TAU`` / ``tau`` (local steps between exchanges, integer >= 1,
@@ -156,7 +157,7 @@ class EASGD(Rule):
     @classmethod
     def run_rank(cls, ctx: RankContext) -> None:
         if ctx.role == "server":
-            EASGDServer(ctx).run()
+            EASGDServer.create(ctx).run()
         else:
             EASGDWorker.create(ctx).run()
 

@@ -1,17 +1,24 @@
 """EASGD's server rank: holds the centre, answers the workers' exchanges in turn, hands out
 their steps (:class:`~theanompi.rules.easgd.step_ledger.StepLedger`), validates once per global
-epoch, writes checkpoints and saves the centre as the final model. The protocol is described
-in :mod:`theanompi.rules.easgd`.
+epoch, writes checkpoints (:class:`~theanompi.rules.easgd.snapshots.SnapshotBook`) and saves the
+centre as the final model. The protocol is described in :mod:`theanompi.rules.easgd`.
+
+:meth:`EASGDServer.create` builds everything the server works on -- its communicators, the validating model and
+its records, the start agreed with the workers (the centre, their shard sizes, the ledger of steps), the message
+buffers -- and the constructor only stores it; :meth:`EASGDServer.run` hands out the first grants, serves, finishes.
 
 Example
 -------
->>> EASGDServer(ctx).run()       # in the session's server rank   # doctest: +SKIP
+>>> EASGDServer.create(ctx).run()       # in the session's server rank   # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +26,7 @@ from theanompi.comm.exchange.cudampi import MPIStaging
 from theanompi.comm.fault_tolerance import acknowledge_failures, is_process_failure
 from theanompi.comm.fused_params import FusedParams
 from theanompi.core.errors import ContractError
-from theanompi.core.polling import poll_until
+from theanompi.core.polling import Backoff
 from theanompi.core.session_options import EASGDOptions
 from theanompi.models.contract import SyncType
 from theanompi.rules.easgd.protocol import (
@@ -32,12 +39,14 @@ from theanompi.rules.easgd.protocol import (
     TAG_REPLY,
     TAG_REPORT,
     TAG_STATE,
+    Connection,
     connect,
     take_start_point,
 )
+from theanompi.rules.easgd.snapshots import Snapshot, SnapshotBook
 from theanompi.rules.easgd.step_ledger import StepLedger
 from theanompi.runtime.epoch_progress import EpochProgress
-from theanompi.runtime.model_build import build_model, n_epochs_for
+from theanompi.runtime.model_build import BuiltWorker, build_model, n_epochs_for
 from theanompi.runtime.rank_context import RankContext
 from theanompi.runtime.records import Progress, end_session, epoch_metrics
 from theanompi.session.checkpoint import load_checkpoint, nothing_to_train, save_checkpoint
@@ -47,185 +56,323 @@ from theanompi.session.watchdog import ACTIVITY
 log = logging.getLogger("theanompi")
 
 
-class EASGDServer:
-    """The centre: answers exchanges in arrival order, validates once per global epoch, saves the model.
-
-    The constructor only stores ``ctx``; :meth:`run` sets up (:meth:`setup`), serves, finishes.
+def elastic_step(centre: np.ndarray, incoming: np.ndarray, alpha: np.floating[Any], out: np.ndarray) -> np.ndarray:
+    """EASGD's update of the centre ``c`` by a worker's parameters ``w`` (``incoming``): ``d = alpha * (w - c)``
+    into ``out``, then ``c <- c + d``; returns ``d``, what the worker subtracts from its own parameters.
 
     Example
     -------
-    >>> EASGDServer(ctx).run()       # in the session's server rank   # doctest: +SKIP
+    >>> c, w = np.array([0.0, 2.0], "float32"), np.array([4.0, 0.0], "float32")
+    >>> elastic_step(c, w, np.float32(0.5), out=np.empty(2, "float32")).tolist(), c.tolist()
+    ([2.0, -1.0], [2.0, 1.0])
+    """
+    np.subtract(incoming, centre, out=out)
+    out *= alpha
+    centre += out
+    return out
+
+
+class RoundRobin:
+    """Which worker the server answers next: the workers are asked in turn, starting after the last one answered
+    (an ``Iprobe`` on ``ANY_SOURCE`` let a worker on the server's host take every turn while workers on another
+    host waited: measured 141 exchanges to 1).
+
+    Example
+    -------
+    >>> turns, waiting = RoundRobin(n_workers=3), {0, 2}
+    >>> [turns.take(waiting.__contains__) for _ in range(3)], turns.take(lambda k: False)
+    ([0, 2, 0], None)
     """
 
-    def __init__(self, ctx: RankContext):
+    def __init__(self, n_workers: int):
+        self.n_workers = n_workers
+        self.next = 0  # the worker asked first at the next turn
+
+    def take(self, has_report: Callable[[int], bool]) -> int | None:
+        """The first worker from :attr:`next` on that ``has_report`` (it is asked last at the next turn), or None."""
+        for offset in range(self.n_workers):
+            k = (self.next + offset) % self.n_workers
+            if has_report(k):
+                self.next = (k + 1) % self.n_workers
+                return k
+        return None
+
+
+@dataclass(frozen=True)
+class ExchangeBuffers:
+    """The server's message buffers: a worker's report and parameters land in ``report`` and ``incoming``; worker
+    ``k``'s reply is sent from ``replies[k]`` and ``deltas[k]``, reused once those sends (``pending[k]``) completed."""
+
+    incoming: np.ndarray
+    report: np.ndarray
+    deltas: list[np.ndarray]
+    replies: list[np.ndarray]
+    pending: list[list[Any]]
+
+    @classmethod
+    def allocate(cls, n_workers: int, size: int, dtype: np.dtype[Any]) -> ExchangeBuffers:
+        """Buffers for ``n_workers`` workers exchanging ``size`` parameters of ``dtype``.
+
+        Example
+        -------
+        >>> buffers = ExchangeBuffers.allocate(2, 5, np.dtype("float32"))
+        >>> buffers.incoming.shape, len(buffers.deltas), buffers.replies[1].tolist(), buffers.report.size
+        ((5,), 2, [0, 0], 6)
+        """
+        return cls(incoming=np.empty(size, dtype=dtype), report=np.zeros(len(REPORT_FIELDS), dtype=np.float64),
+                   deltas=[np.empty(size, dtype=dtype) for _ in range(n_workers)],
+                   replies=[np.zeros(len(REPLY_FIELDS), dtype=np.int64) for _ in range(n_workers)],
+                   pending=[[] for _ in range(n_workers)])
+
+
+class ExchangeTallies:
+    """Per worker: the exchanges answered, and its waiting as it last reported it (seconds, completed exchanges).
+
+    Example
+    -------
+    >>> tallies = ExchangeTallies(n_workers=2)
+    >>> tallies.book(1, wait_s=0.0, completed=0); tallies.book(1, wait_s=0.5, completed=1)
+    >>> tallies.exchanges, tallies.mean_waits()
+    ([0, 2], [None, 0.5])
+    """
+
+    def __init__(self, n_workers: int):
+        self.exchanges = [0] * n_workers
+        self.reported_wait = [(0.0, 0)] * n_workers
+
+    def book(self, k: int, wait_s: float, completed: int) -> None:
+        """Worker ``k`` was answered; its report said ``wait_s`` seconds over its ``completed`` exchanges before."""
+        self.exchanges[k] += 1
+        self.reported_wait[k] = (wait_s, completed)
+
+    def mean_waits(self) -> list[float | None]:
+        """Per worker: mean seconds per exchange (send, queue, reply) over the exchanges it had completed at its
+        last report (the last exchange's own time is known only to the worker)."""
+        return [round(s / n, 6) if n else None for s, n in self.reported_wait]
+
+
+@dataclass(frozen=True)
+class ServerStart:
+    """What the server starts from, agreed with the workers: the centre (worker 0's initial parameters, or a
+    checkpoint's centre), each worker's batches per shard epoch, the ledger of the session's steps, and the global
+    epochs a resumed checkpoint holds already."""
+
+    centre: np.ndarray
+    shard_batches: list[int]
+    ledger: StepLedger
+    epochs_done: int
+
+
+def build_validator(ctx: RankContext) -> BuiltWorker:
+    """The server's model, built as worker 0 of a 1-worker session (its data view is then the whole validation set,
+    validated without a reduction), its fused parameters and the server's records (one row per exchange answered,
+    no warm-up row: building the model and its first validation call are the compile phase)."""
+    build_start = time.perf_counter()
+    model = build_model(ctx, worker_rank=0, n_workers=1, sync_type=SyncType.LOCAL)
+    fused = FusedParams(model.params)
+    if model.data.n_batch_val:
+        # the first call of a compiled function is slow (~0.25 s): pay it now, not while workers wait
+        model.val_iter(0, Recorder(None))
+        if callable(getattr(model, "rewind_validation", None)):
+            model.rewind_validation()  # a model that walks its batches itself starts over
+    recorder = Recorder(ctx.spec.run_dir, write=True, warmup_iterations=0)
+    recorder.record_phase("compile", time.perf_counter() - build_start)
+    return BuiltWorker(model=model, fused=fused, recorder=recorder, n_epochs=n_epochs_for(model, ctx.options))
+
+
+def take_start(connection: Connection, built: BuiltWorker, options: EASGDOptions) -> ServerStart:
+    """The server's half of the workers' start (:meth:`~theanompi.rules.easgd.worker.EASGDWorker.start_rule`,
+    collective): the parameter layout checked, worker 0's parameters taken (unless the session resumes), the
+    workers' shard sizes gathered; then a resumed checkpoint's centre and steps."""
+    comm, fused = connection.exchange_comm, built.fused
+    take_start_point(comm, fused, root=connection.worker_ranks[0], resumed=bool(options.resume),
+                     staging=MPIStaging(cuda_aware=False))
+    centre = fused.read().copy()
+    with ACTIVITY.waiting("the workers' shard sizes"):
+        batches = comm.gather(None, root=connection.server_rank)
+    shard_batches = [int(batches[rank]) for rank in connection.worker_ranks]
+    target = built.n_epochs * sum(shard_batches)
+    done, epochs_done = 0, 0
+    if options.resume:
+        done, epochs_done = restore_centre(options.resume, centre, target)
+        built.recorder.iteration = done
+    ledger = StepLedger(len(shard_batches), options.tau, target, done=done)
+    return ServerStart(centre=centre, shard_batches=shard_batches, ledger=ledger, epochs_done=epochs_done)
+
+
+def restore_centre(path: str, centre: np.ndarray, target: int) -> tuple[int, int]:
+    """A checkpoint's centre into ``centre`` (the workers restore themselves); returns (steps done, epochs done)."""
+    payload = load_checkpoint(path)
+    saved = np.asarray(payload["centre"]).ravel()
+    if saved.size != centre.size:
+        raise ContractError(f"RESUME={path!r}: the checkpoint's centre has {saved.size} values, "
+                            f"the model {centre.size}")
+    centre[:] = saved
+    done, epochs_done = min(int(payload["iteration"]), target), int(payload["epoch"]) + 1
+    log.info("resumed from %s after global epoch %d (%d steps done)", path, epochs_done, done)
+    return done, epochs_done
+
+
+class EASGDServer:
+    """The centre: answers exchanges in turn, validates once per global epoch, saves the model.
+
+    Constructed with everything it works on, built by :meth:`create`; the constructor only stores it and starts
+    the bookkeeping of the exchanges to come. ``mpi`` is mpi4py's ``MPI`` module (passed in: importing it starts
+    MPI, and the launcher imports the rules).
+
+    Example
+    -------
+    >>> EASGDServer.create(ctx).run()       # in the session's server rank   # doctest: +SKIP
+    """
+
+    def __init__(self, ctx: RankContext, options: EASGDOptions, connection: Connection, built: BuiltWorker,
+                 start: ServerStart, buffers: ExchangeBuffers, mpi: Any):
         self.ctx = ctx
-        self.options = ctx.options_as(EASGDOptions)
-        self.tau = self.options.tau
-        self.checkpoint_every = self.options.checkpoint_every
-        self.is_set_up = False
+        self.options = options
+        self.mpi = mpi
+        # the communicators: the server's own (it validates alone) and the exchanges' (the whole session)
+        self.validation_comm = connection.role_comm
+        self.exchange_comm = connection.exchange_comm
+        self.server_rank = connection.server_rank
+        self.worker_ranks = connection.worker_ranks
+        self.n_workers = len(connection.worker_ranks)
+        self.worker_of_rank = {rank: k for k, rank in enumerate(connection.worker_ranks)}
+        # the validating model, its fused parameters (the centre is written into them to validate), the records
+        self.model = built.model
+        self.fused = built.fused
+        self.recorder = built.recorder
+        self.n_epochs = built.n_epochs
+        # the elastic average and the steps
+        self.alpha = built.fused.dtype.type(options.alpha)
+        self.centre = start.centre
+        self.buffers = buffers
+        self.ledger = start.ledger
+        self.shard_batches = start.shard_batches
+        self.global_epoch = sum(start.shard_batches)  # steps of one pass over the training set
+        # what changes while serving
+        self.epochs_done = start.epochs_done  # global epochs validated, a resumed checkpoint's included
+        self.turns = RoundRobin(self.n_workers)
+        self.tallies = ExchangeTallies(self.n_workers)
+        self.snapshots = SnapshotBook(self.n_workers)
+        self.progress = Progress(self.n_epochs, start.epochs_done)
+        self.epoch_progress = EpochProgress.for_this_rank(self.n_epochs, options.progress_every)
 
-    def setup(self) -> None:
-        """Connect, build the validating model, take the common start (or a checkpoint's centre),
-        learn the shard sizes and send every worker its first grant (collective with the workers)."""
-        if self.is_set_up:
-            return
-        self.is_set_up = True
-        connection = connect(self.ctx)
-        self.validation_comm, self.exchange_comm = connection.role_comm, connection.exchange_comm
-        self.server_rank, self.worker_ranks = connection.server_rank, connection.worker_ranks
-        self.n_workers = len(self.worker_ranks)
-        self.worker_of_rank = {rank: k for k, rank in enumerate(self.worker_ranks)}
-        # a 1-worker view of the data: the whole validation set, no reduction needed
-        build_start = time.perf_counter()
-        self.model = build_model(self.ctx, worker_rank=0, n_workers=1, sync_type=SyncType.LOCAL)
-        self.fused = FusedParams(self.model.params)
-        if self.model.data.n_batch_val:
-            # the first call of a compiled function is slow (~0.25 s): pay it now, not while workers wait
-            self.model.val_iter(0, Recorder(None))
-            if callable(getattr(self.model, "rewind_validation", None)):
-                self.model.rewind_validation()  # a model that walks its batches itself starts over
-        # one row per exchange served: no warm-up step of its own; the build and first validation call are compile
-        self.recorder = Recorder(self.ctx.spec.run_dir, write=True, warmup_iterations=0)
-        self.recorder.record_phase("compile", time.perf_counter() - build_start)
-        self.recorder.open_board(self.ctx.spec)
-        self.n_epochs = n_epochs_for(self.model, self.options)
-        self.alpha = self.fused.dtype.type(self.options.alpha)
+    @classmethod
+    def create(cls, ctx: RankContext, mpi: Any = None) -> EASGDServer:
+        """Connect to the workers, build the validating model and the records, take the start with the workers (all
+        of it collective with their own ``create`` and start), allocate the buffers and construct the server.
+        ``mpi``: mpi4py's ``MPI`` module, imported here unless given."""
+        if mpi is None:
+            from mpi4py import MPI  # noqa: PLC0415 - importing mpi4py starts MPI; the launcher imports the rules
 
-        resume = self.options.resume
-        take_start_point(self.exchange_comm, self.fused, root=self.worker_ranks[0], resumed=bool(resume),
-                         staging=MPIStaging(cuda_aware=False))
-        self.centre = self.fused.read().copy()
-        with ACTIVITY.waiting("the workers' shard sizes"):
-            batches = self.exchange_comm.gather(None, root=self.server_rank)
-        self.shard_batches = [int(batches[rank]) for rank in self.worker_ranks]
-        self.global_epoch = sum(self.shard_batches)
-        target = self.n_epochs * self.global_epoch
-        done, self.epochs_done = self._restore(resume, target) if resume else (0, 0)
-        self.ledger = StepLedger(self.n_workers, self.tau, target, done=done)
-        first = self.ledger.first_grants()
-        self.exchange_comm.scatter([first[self.worker_of_rank[r]] if r in self.worker_of_rank else None
-                                    for r in range(self.exchange_comm.size)], root=self.server_rank)
-
-        size = self.fused.size
-        self.incoming = np.empty(size, dtype=self.fused.dtype)
-        self.report = np.zeros(len(REPORT_FIELDS), dtype=np.float64)
-        self.deltas = [np.empty(size, dtype=self.fused.dtype) for _ in self.worker_ranks]
-        self.replies = [np.zeros(len(REPLY_FIELDS), dtype=np.int64) for _ in self.worker_ranks]
-        self.pending: list[list] = [[] for _ in self.worker_ranks]
-        self.exchanges = [0] * self.n_workers
-        self.reported_wait = [(0.0, 0)] * self.n_workers  # (seconds, exchanges) each worker last reported
-        self.progress = Progress(self.n_epochs, self.epochs_done)
-        self.epoch_progress = EpochProgress.for_this_rank(self.n_epochs, self.options.progress_every)
-        self.snapshots: list[dict | None] = [None] * self.n_workers  # each worker's last (params, state, steps)
-        self.awaited: set[int] = set()  # workers whose snapshot the pending checkpoint still needs
-        self.checkpoint_epoch: int | None = None
-
-    def _restore(self, path: str, target: int) -> tuple[int, int]:
-        """The centre from a checkpoint (the workers restore themselves); returns (steps done, epochs done)."""
-        payload = load_checkpoint(path)
-        centre = np.asarray(payload["centre"]).ravel()
-        if centre.size != self.fused.size:
-            raise ContractError(f"RESUME={path!r}: the checkpoint's centre has {centre.size} values, "
-                                f"the model {self.fused.size}")
-        self.centre[:] = centre
-        done, epochs_done = min(int(payload["iteration"]), target), int(payload["epoch"]) + 1
-        self.recorder.iteration = done
-        log.info("resumed from %s after global epoch %d (%d steps done)", path, epochs_done, done)
-        return done, epochs_done
+            mpi = MPI
+        options = ctx.options_as(EASGDOptions)
+        connection = connect(ctx)
+        built = build_validator(ctx)
+        start = take_start(connection, built, options)
+        buffers = ExchangeBuffers.allocate(len(connection.worker_ranks), built.fused.size, built.fused.dtype)
+        return cls(ctx, options, connection, built, start, buffers, mpi)
 
     def run(self) -> None:
-        """Set up, answer exchanges until every worker was told to stop, then end the session."""
-        self.setup()
+        """Hand out the first grants, answer exchanges until every worker was told to stop, then end the session."""
+        self.recorder.open_board(self.ctx.spec)
+        self.hand_out_first_grants()
         log.info("EASGD: %d workers, alpha %g, tau %d; %d global epochs of %d steps (%s)",
-                 self.n_workers, self.options.alpha, self.tau, self.n_epochs, self.global_epoch,
+                 self.n_workers, self.options.alpha, self.options.tau, self.n_epochs, self.global_epoch,
                  " + ".join(map(str, self.shard_batches)))
         if not self.ledger.active:  # a resumed checkpoint holds every step: every worker's first grant is 0
             log.info("%s", nothing_to_train(str(self.options.resume), self.epochs_done, self.n_epochs))
         self.serve()
         self.finish()
 
+    def hand_out_first_grants(self) -> None:
+        """Every worker's first block of steps (collective: the end of the workers' start; 0 means stop at once)."""
+        first = self.ledger.first_grants()
+        self.exchange_comm.scatter([first[self.worker_of_rank[r]] if r in self.worker_of_rank else None
+                                    for r in range(self.exchange_comm.size)], root=self.server_rank)
+
     # the exchange loop --------------------------------------------------------------------
     def serve(self) -> None:
-        # not at the top: importing mpi4py starts MPI, and the launcher imports the rules
-        from mpi4py import MPI  # noqa: PLC0415 - importing mpi4py starts MPI
-
-        rec, exchange_comm, ledger = self.recorder, self.exchange_comm, self.ledger
+        """Answer exchanges until every worker was told to stop."""
         ACTIVITY.enter("serving the workers")
-        turn = [0]  # where the next round-robin probe starts
-
-        def probe() -> bool:
-            """Workers are asked in turn, starting after the last one served: an Iprobe on ANY_SOURCE let a
-            worker on this host take every turn while workers on another host waited (measured: 141 vs 1)."""
-            n = len(self.worker_ranks)
-            for offset in range(n):
-                k = (turn[0] + offset) % n
-                if k not in ledger.lost and exchange_comm.Iprobe(source=self.worker_ranks[k], tag=TAG_REPORT):
-                    turn[0] = k
-                    return True
-            return False
-
         self._begin_epoch_progress()
-        while ledger.active:
-            try:
-                with rec.timer("wait"):
-                    poll_until(probe, SERVER_MAX_SLEEP)
-                source = self.worker_ranks[turn[0]]
-                turn[0] = (turn[0] + 1) % len(self.worker_ranks)
-                k = self.worker_of_rank[source]
-                with rec.timer("comm"):
-                    exchange_comm.Recv(self.report, source=source, tag=TAG_REPORT)
-                    exchange_comm.Recv(self.incoming, source=source, tag=TAG_PARAMS)
-                    MPI.Request.Waitall(self.pending[k])  # the previous reply's buffers are free again
-            except MPI.Exception as err:
-                self._lose_workers(err)
-                continue
-            with rec.timer("calc"):
-                delta = self.deltas[k]
-                np.subtract(self.incoming, self.centre, out=delta)
-                delta *= self.alpha
-                self.centre += delta
-                grant = ledger.report(k, int(self.report[0]))
-                send_state = grant == 0 or k in self.awaited  # a stopping worker always leaves its state
-                self.replies[k][:] = (grant, send_state)
-            with rec.timer("comm"):
-                self.pending[k] = [exchange_comm.Isend(self.replies[k], dest=source, tag=TAG_REPLY),
-                                   exchange_comm.Isend(delta, dest=source, tag=TAG_DELTA)]
-            self._book_report(k)
-            if send_state:
-                self._receive_snapshot(k, source, delta)
-            rec.end_iteration()
-            if self.epoch_progress is not None:  # the workers' reported steps and samples of this global epoch
-                self.epoch_progress.advance(min(ledger.reported - self.epochs_done * self.global_epoch,
-                                                self.global_epoch), int(rec.train_sums()[2]))
-            while ledger.reported >= (self.epochs_done + 1) * self.global_epoch:
-                if self.epoch_progress is not None:
-                    self.epoch_progress.end()
-                self.end_global_epoch(self.epochs_done)
-                self.epochs_done += 1
-                self._begin_epoch_progress()
-                ACTIVITY.enter("serving the workers")
+        while self.ledger.active:
+            self.serve_one()
         if self.epoch_progress is not None:
             self.epoch_progress.end()
+
+    def serve_one(self) -> None:
+        """Answer the next worker in turn: receive its report and parameters ``w``, move the centre
+        (:func:`elastic_step`), send ``d`` and its next grant (asking for its state when it stops or a checkpoint
+        awaits it), book the report, and validate the centre if a global epoch ended."""
+        mpi, comm, buffers, rec = self.mpi, self.exchange_comm, self.buffers, self.recorder
+        try:
+            with rec.timer("wait"):
+                k = self._next_worker()
+            source = self.worker_ranks[k]
+            with rec.timer("comm"):
+                comm.Recv(buffers.report, source=source, tag=TAG_REPORT)
+                comm.Recv(buffers.incoming, source=source, tag=TAG_PARAMS)
+                mpi.Request.Waitall(buffers.pending[k])  # the previous reply's buffers are free again
+        except mpi.Exception as err:
+            self._lose_workers(err)
+            return
+        with rec.timer("calc"):
+            delta = elastic_step(self.centre, buffers.incoming, self.alpha, out=buffers.deltas[k])
+            grant = self.ledger.report(k, int(buffers.report[0]))
+            send_state = grant == 0 or self.snapshots.wants(k)  # a stopping worker always leaves its state
+            buffers.replies[k][:] = (grant, send_state)
+        with rec.timer("comm"):
+            buffers.pending[k] = [comm.Isend(buffers.replies[k], dest=source, tag=TAG_REPLY),
+                                  comm.Isend(delta, dest=source, tag=TAG_DELTA)]
+        self._book_report(k)
+        if send_state:
+            self._receive_snapshot(k, delta)
+        rec.end_iteration()
+        self._count_global_epochs()
+
+    def _next_worker(self) -> int:
+        """The next worker (in turn) whose report has arrived; polls with a growing pause until one has."""
+        backoff = Backoff(SERVER_MAX_SLEEP)
+        while (k := self.turns.take(self._has_report)) is None:
+            backoff.wait()
+        return k
+
+    def _has_report(self, k: int) -> bool:
+        """Whether worker ``k`` (not lost) has sent its report."""
+        return k not in self.ledger.lost and bool(self.exchange_comm.Iprobe(source=self.worker_ranks[k],
+                                                                             tag=TAG_REPORT))
+
+    def _count_global_epochs(self) -> None:
+        """The progress through this global epoch (the workers' reported steps and samples); validate the centre at
+        every global epoch the reported steps completed."""
+        if self.epoch_progress is not None:
+            done_in_epoch = self.ledger.reported - self.epochs_done * self.global_epoch
+            self.epoch_progress.advance(min(done_in_epoch, self.global_epoch), int(self.recorder.train_sums()[2]))
+        while self.ledger.reported >= (self.epochs_done + 1) * self.global_epoch:
+            if self.epoch_progress is not None:
+                self.epoch_progress.end()
+            self.end_global_epoch(self.epochs_done)
+            self.epochs_done += 1
+            self._begin_epoch_progress()
+            ACTIVITY.enter("serving the workers")
 
     def _begin_epoch_progress(self) -> None:
         """The progress through the next global epoch begins (rank 0 prints it), if there is one."""
         if self.epoch_progress is not None and self.epochs_done < self.n_epochs:
             self.epoch_progress.begin(self.epochs_done, self.global_epoch)
 
-    def _receive_snapshot(self, k: int, source: int, delta: np.ndarray) -> None:
+    def _receive_snapshot(self, k: int, delta: np.ndarray) -> None:
         """Worker ``k``'s state (sent right after its reply); its params are this exchange's ``w - d``."""
-        from mpi4py import MPI  # noqa: PLC0415 - importing mpi4py starts MPI
-
         try:
             with self.recorder.timer("comm"):
-                message = self.exchange_comm.recv(source=source, tag=TAG_STATE)
-        except MPI.Exception as err:
+                message = self.exchange_comm.recv(source=self.worker_ranks[k], tag=TAG_STATE)
+        except self.mpi.Exception as err:
             self._lose_workers(err)
             return
-        self.snapshots[k] = {"params": self.incoming - delta, "state": message["state"], "steps": message["steps"]}
-        self.awaited.discard(k)
-        if self.checkpoint_epoch is not None and not self.awaited:
-            self.write_checkpoint()
+        self.snapshots.keep(k, Snapshot(params=self.buffers.incoming - delta, state=message["state"],
+                                        steps=message["steps"]))
+        self._write_checkpoint_if_due()
 
     def _lose_workers(self, err: BaseException) -> None:
         """A peer died: with ON_WORKER_LOSS=continue drop it and re-grant its steps; else re-raise."""
@@ -237,18 +384,16 @@ class EASGDServer:
             if k is None or k in ledger.lost:
                 continue
             ledger.lose(k)  # the steps it was granted but never reported go to the others
-            self.pending[k] = []
+            self.buffers.pending[k] = []
             log.warning("EASGD: worker %d (rank %d) was lost after %d steps; carrying on with %d workers",
                         k, rank, ledger.steps[k], self.n_workers - len(ledger.lost))
-        self.awaited.difference_update(ledger.lost)
-        if self.checkpoint_epoch is not None and not self.awaited:
-            self.write_checkpoint()
+        self.snapshots.forget(ledger.lost)
+        self._write_checkpoint_if_due()
 
     def _book_report(self, k: int) -> None:
         """Record worker ``k``'s report (its steps are already in the ledger): training sums, waits."""
-        _, loss_sum, err_sum, n, wait_s, n_prev = self.report.tolist()
-        self.exchanges[k] += 1
-        self.reported_wait[k] = (wait_s, int(n_prev))
+        _, loss_sum, err_sum, n, wait_s, completed = self.buffers.report.tolist()
+        self.tallies.book(k, wait_s, int(completed))
         if n > 0:
             self.recorder.record_train(loss_sum / n, err_sum / n, int(n))
 
@@ -258,48 +403,42 @@ class EASGDServer:
         with rec.timer("calc"):
             self.fused.write(self.centre)
             metrics = epoch_metrics(self.model, rec, self.validation_comm, epoch, self.progress)
-        metrics.update(iterations=self.ledger.reported, exchanges=sum(self.exchanges))
+        metrics.update(iterations=self.ledger.reported, exchanges=sum(self.tallies.exchanges))
         rec.end_epoch(epoch, metrics)
-        if self.checkpoint_every and (epoch + 1) % self.checkpoint_every == 0:
+        if self.options.checkpoint_every and (epoch + 1) % self.options.checkpoint_every == 0:
             self.request_checkpoint(epoch)
 
     # checkpoints --------------------------------------------------------------------------
     def request_checkpoint(self, epoch: int) -> None:
-        """Ask every working worker for a snapshot at its next exchange; write once all have answered."""
-        self.checkpoint_epoch = epoch
-        self.awaited = {k for k, grant in enumerate(self.ledger.granted) if grant > 0}
-        if not self.awaited:  # everybody has stopped (and left a final snapshot)
+        """Ask every working worker for a snapshot at its next exchange; write once all have answered (at once if
+        every worker has stopped, leaving its final snapshot)."""
+        self.snapshots.request(epoch, working=[k for k, grant in enumerate(self.ledger.granted) if grant > 0])
+        self._write_checkpoint_if_due()
+
+    def _write_checkpoint_if_due(self) -> None:
+        if self.snapshots.is_due():
             self.write_checkpoint()
 
     def write_checkpoint(self) -> None:
         """One hickle file: the centre and every worker's snapshot (a lost one's is the centre)."""
-        empty = {"params": self.centre, "state": [], "steps": 0}
-        lost = self.ledger.lost
-        snaps = [s if s is not None and k not in lost else empty for k, s in enumerate(self.snapshots)]
+        rows = self.snapshots.rows(self.ledger.lost, self.centre)
         path = save_checkpoint(self.options.checkpoint_dir, {
-            "rule": RULE_NAME, "epoch": self.checkpoint_epoch, "iteration": self.ledger.reported,
+            "rule": RULE_NAME, "epoch": self.snapshots.epoch, "iteration": self.ledger.reported,
             "n_workers": self.n_workers, "seed": self.options.seed, "centre": self.centre.copy(),
-            "worker_params": [[v.copy() for v in self.fused.layout.views(np.asarray(s["params"]))] for s in snaps],
-            "worker_state": [list(s["state"]) for s in snaps],
-            "worker_iterations": [int(s["steps"]) for s in snaps],
+            "worker_params": [[v.copy() for v in self.fused.layout.views(np.asarray(s.params))] for s in rows],
+            "worker_state": [list(s.state) for s in rows],
+            "worker_iterations": [int(s.steps) for s in rows],
         })
         log.info("checkpoint: %s", path)
-        self.checkpoint_epoch = None
-
-    def mean_waits(self) -> list[float | None]:
-        """Per worker: mean seconds per exchange (send, queue, reply) over the exchanges it had
-        completed at its last report (the last exchange's own time is known only to the worker)."""
-        return [round(s / n, 6) if n else None for s, n in self.reported_wait]
+        self.snapshots.written()
 
     # the end ------------------------------------------------------------------------------
     def finish(self) -> None:
         """Complete the last replies, check the step count, save the centre and the session's summary."""
-        from mpi4py import MPI  # noqa: PLC0415 - importing mpi4py starts MPI
-
-        for requests in self.pending:
+        for requests in self.buffers.pending:
             try:
-                MPI.Request.Waitall(requests)
-            except MPI.Exception as err:
+                self.mpi.Request.Waitall(requests)
+            except self.mpi.Exception as err:
                 self._lose_workers(err)
         ledger = self.ledger
         missing = ledger.check_final()
@@ -311,12 +450,12 @@ class EASGDServer:
                 self.epochs_done += 1
         ACTIVITY.enter("finishing")
         self.fused.write(self.centre)
-        waits = self.mean_waits()
+        waits = self.tallies.mean_waits()
         end_session(self.model, self.recorder, self.ctx.spec.run_dir, {
             "rule": RULE_NAME, "workers": self.n_workers, "iterations": ledger.reported,
             "global_epoch_iterations": self.global_epoch, "shard_batches": self.shard_batches,
-            "alpha": self.options.alpha, "tau": self.tau, "exchanges": self.exchanges,
+            "alpha": self.options.alpha, "tau": self.options.tau, "exchanges": self.tallies.exchanges,
             "mean_wait_s": waits, "lost_workers": sorted(ledger.lost),
             "per_worker": [{"iterations": s, "exchanges": e, "mean_wait_s": w}
-                           for s, e, w in zip(ledger.steps, self.exchanges, waits)],
+                           for s, e, w in zip(ledger.steps, self.tallies.exchanges, waits)],
         }, plots=self.options.plots)

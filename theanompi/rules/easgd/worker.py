@@ -4,7 +4,7 @@ an exchange with the server whenever the granted steps are done (protocol:
 
 Example
 -------
->>> EASGDWorker(ctx).run()       # in a worker rank   # doctest: +SKIP
+>>> EASGDWorker.create(ctx).run()       # in a worker rank   # doctest: +SKIP
 """
 
 from __future__ import annotations
