@@ -10,8 +10,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _ddp_worker import cifar_cnn, resnet
 
+from theanompi.core.options import positive_int
 from theanompi.models.data.synthetic import SyntheticData
-from theanompi.models.hyperparams import CHECKS
 from theanompi.models.torch_classifier import TorchClassifierModel
 
 
@@ -19,7 +19,7 @@ class SyntheticCifar(TorchClassifierModel):
     """A network on ``train_size`` synthetic 3x32x32 images of 10 classes (``val_size`` for validation)."""
 
     defaults = {**TorchClassifierModel.defaults, "train_size": 1280, "val_size": 64}
-    checks = {"train_size": CHECKS["batch_size"], "val_size": CHECKS["batch_size"]}
+    checks = {"train_size": positive_int, "val_size": positive_int}
 
     def build_data(self):
         c = self.config

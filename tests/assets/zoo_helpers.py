@@ -8,11 +8,14 @@
   (one hickle file per rank batch, ``bchw`` or Theano-MPI's ``chwb`` layout).
 * :func:`write_cifar10`: ``data_batch_1..5`` and ``test_batch`` as ``cifar-10-python.tar.gz``
   holds them (pickle protocol 2, Python 2 strings, numpy 1.x module names).
+* :data:`MODEL_CLASSES` (every ModelClass of the package that declares MODEL_* options) and
+  :func:`refused_value` (a value an option's parser refuses).
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 from pathlib import Path
 
 import numpy as np
@@ -148,3 +151,40 @@ def validate(model) -> tuple[float, float]:
         model.val_iter(count, rec)
     n = sum(k for _, _, k in rec.val)
     return sum(loss * k for loss, _, k in rec.val) / n, sum(e * k for _, e, k in rec.val) / n
+
+
+#: every ModelClass of the package that declares MODEL_* options: the zoo, the base classes, Theano-MPI's paths
+MODEL_CLASSES = [
+    *(f"{module}:{name}" for name, module in importlib.import_module("theanompi.models.zoo").MODELS.items()),
+    "theanompi.models.base:ClassifierModel", "theanompi.models.mlp:MLP",
+    "theanompi.models.hyperparams:ImageClassifierHyperParams", "theanompi.models.cifar10:Cifar10_model",
+    "theanompi.models.alex_net:AlexNet", "theanompi.models.googlenet:GoogLeNet",
+    "theanompi.models.lasagne_model_zoo.vgg16:VGG16", "theanompi.models.lasagne_model_zoo.resnet50:ResNet50",
+    "theanompi.models.lasagne_model_zoo.wgan:WGAN", "theanompi.models.lasagne_model_zoo.lsgan:LSGAN",
+    "theanompi.models.lasagne_model_zoo.lsgan_cifar10:LSGAN",
+]
+
+
+def model_class(reference: str) -> type:
+    """The class ``MODELFILE:MODELCLASS`` names (a module's)."""
+    module, _, name = reference.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+#: values one of which each option's parser refuses
+CANDIDATE_BAD_VALUES = ("no such value", -1, 10**9, 12345, 0, True)
+
+
+def refused_value(parse):
+    """A value ``parse`` refuses; for the ``data`` option, a data set the model does not take where there is one (a
+    name that is no data set at all is told every data set theanompi has)."""
+    from theanompi.core.options import InvalidValue
+    from theanompi.models.data.image_options import DATA_KINDS
+
+    others = [kind for kind in DATA_KINDS if kind not in getattr(parse, "choices", DATA_KINDS)]
+    for value in (*others, *CANDIDATE_BAD_VALUES):
+        try:
+            parse(value)
+        except InvalidValue:
+            return value
+    raise AssertionError(f"{parse!r} refuses none of {CANDIDATE_BAD_VALUES}")

@@ -286,6 +286,10 @@ def test_launcher_lines_parse(block: Block) -> None:
         if not argv or argv[0] != parser.prog:
             continue
         args = parser.parse_args(argv[1:])
+        if args.model_options:  # tmlauncher --model-options MODELFILE:MODELCLASS: the class must be there
+            model_class(args.model_options)
+        if args.config is None:
+            continue
         raw = read_cfg_file(ROOT / args.config)
         for flag in ("rule", "modelfile", "modelclass", "devices"):  # as the command line overrides the cfg
             if getattr(args, flag):
@@ -338,15 +342,9 @@ def documented_options() -> dict[str, tuple[str, object, object]]:
 
 
 def choices_of(option) -> set[str] | None:
-    """The values a choice option accepts (from its parser's error line), or None for other parsers."""
-    from theanompi.core.options import InvalidValue
-
-    try:
-        option.parse("\0 not a value")
-    except InvalidValue as err:
-        text = str(err)
-        return set(text.removeprefix("use one of: ").split(", ")) if text.startswith("use one of: ") else None
-    return None
+    """The values a choice option accepts (:meth:`~theanompi.core.options.Option.accepts`), or None for others."""
+    text = option.accepts()
+    return set(text.removeprefix("one of: ").split(", ")) if text.startswith("one of: ") else None
 
 
 def test_options_table_is_the_options() -> None:
@@ -379,6 +377,101 @@ def test_options_table_is_the_options() -> None:
             problems.append(f"{key}: values are {sorted(allowed)}, the table lists {values_cell!r}")
     problems += [f"{key} is an option but has no row" for key in sorted(set(options) - seen)]
     assert not problems, "docs/launching.md's options table:\n" + "\n".join(problems)
+
+
+# ----- the model options tables --------------------------------------------------------------------------------------
+MODEL_TABLE_RE = re.compile(r"^<!--\s*model options:\s*(\S+?)(?:\s+beyond\s+(\S+?))?\s*-->\s*$")
+MODEL_TABLE_HEADER = "|key|values|default|meaning|"
+
+
+@dataclass(frozen=True)
+class ModelOptionsTable:
+    """A table of docs/zoo-and-data.md under ``<!-- model options: MODELFILE:MODELCLASS [beyond MODELFILE:BASE] -->``:
+    a row per option of MODELCLASS -- with ``beyond``, per option BASE lacks or MODELCLASS declares otherwise."""
+
+    line: int
+    reference: str
+    beyond: str | None
+    rows: tuple[tuple[str, ...], ...]
+
+    @property
+    def name(self) -> str:
+        return f"docs/zoo-and-data.md:{self.line}"
+
+
+def model_options_tables(page: Path = DOCS / "zoo-and-data.md") -> list[ModelOptionsTable]:
+    lines = prose(page).splitlines()
+    tables = []
+    for i, line in enumerate(lines):
+        marker = MODEL_TABLE_RE.match(line)
+        if not marker:
+            continue
+        assert lines[i + 1].replace(" ", "") == MODEL_TABLE_HEADER, f"{page.name}:{i + 2}: not {MODEL_TABLE_HEADER}"
+        rows = []
+        for row in lines[i + 3:]:
+            if not row.startswith("|"):
+                break
+            rows.append(tuple(cell.strip() for cell in re.split(r"(?<!\\)\|", row.strip()[1:-1])))
+        tables.append(ModelOptionsTable(i + 1, marker.group(1), marker.group(2), tuple(rows)))
+    return tables
+
+
+def model_class(reference: str) -> type:
+    module, _, name = reference.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def documented_model_options(table: ModelOptionsTable) -> dict:
+    """cfg key -> ModelOption of each option the table must have a row for."""
+    options = model_class(table.reference).option_table
+    base = model_class(table.beyond).option_table if table.beyond else {}
+
+    def differs(opt) -> bool:
+        other = base.get(opt.name)
+        return other is None or other.default != opt.default or other.option.accepts() != opt.option.accepts()
+
+    return {opt.cfg_key: opt for opt in options.values() if differs(opt)}
+
+
+@pytest.mark.parametrize("table", [pytest.param(t, id=t.name) for t in model_options_tables()])
+def test_model_options_table_is_the_declaration(table: ModelOptionsTable) -> None:
+    from theanompi.core.options import parse_literal
+
+    options = documented_model_options(table)
+    seen, problems = set(), []
+    for key_cell, values_cell, default_cell, _meaning in table.rows:
+        key = BACKTICKED_RE.match(key_cell).group(1)
+        if key not in options:
+            problems.append(f"{key} is not an option of {table.reference}" +
+                            (f" that differs from {table.beyond}'s" if table.beyond else ""))
+            continue
+        assert key not in seen, f"{table.name}: {key} has two rows"
+        seen.add(key)
+        opt = options[key]
+        if opt.default in ("", None):
+            if not default_cell.startswith("—"):
+                problems.append(f"{key}: no default; the cell must start with —, not {default_cell!r}")
+        else:
+            shown = BACKTICKED_RE.match(default_cell)
+            if shown is None or opt.option.parse(parse_literal(shown.group(1))) != opt.option.parse(opt.default):
+                problems.append(f"{key}: default is {opt.default!r}, the table says {default_cell!r}")
+        allowed = choices_of(opt.option)
+        if allowed is not None and set(BACKTICKED_RE.findall(values_cell)) != allowed:
+            problems.append(f"{key}: values are {sorted(allowed)}, the table lists {values_cell!r}")
+    problems += [f"{key} is an option but has no row" for key in options if key not in seen]
+    assert not problems, f"{table.name}, the options of {table.reference}:\n" + "\n".join(problems)
+
+
+def test_every_zoo_model_has_its_options_table() -> None:
+    """Each zoo model is a table's MODELCLASS, or has the very options (defaults, values) of one."""
+    from theanompi.models.zoo import MODELS
+
+    def signature(cls: type) -> list:
+        return [(o.name, o.default, o.option.accepts()) for o in cls.option_table.values()]
+
+    documented = [signature(model_class(table.reference)) for table in model_options_tables()]
+    missing = [name for name, module in MODELS.items() if signature(model_class(f"{module}:{name}")) not in documented]
+    assert not missing, f"docs/zoo-and-data.md has no options table of {missing}"
 
 
 # ----- running the python blocks -------------------------------------------------------------------------------------

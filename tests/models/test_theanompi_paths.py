@@ -71,7 +71,7 @@ def test_imagenet_models_read_theanompis_batches_in_sub_batches(tmp_path):
     """train_hkl_b16/ of bare uint8 (C, H, W, B) arrays, labels/*.npy, misc/img_mean.npy; MODEL_BATCH_SIZE=8 splits
     each file of 16 images into two steps (Theano-MPI's file_batch_size // batch_size)."""
     from theanompi.models.alex_net import AlexNet
-    from theanompi.models.image_data import SubBatchData
+    from theanompi.models.data.image_loaders import SubBatchData
 
     root = zh.write_theanompi_imagenet(tmp_path / "imagenet", n_train_files=4, n_val_files=2, batch=16)
     options = dict(data_dir=str(root), input_size=32, n_classes=4, widths="8,8,8,8,8", fc_width=16, batch_size=8,

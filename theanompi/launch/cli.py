@@ -3,6 +3,8 @@
     tmlauncher -cfg=launch_session.cfg
     tmlauncher --config launch_session.cfg --devices cpu0,cpu1,cpu2 --set N_EPOCHS=5
     tmlauncher -cfg=launch_session.cfg --hostfile hosts.txt --dry-run
+    tmlauncher --model-options theanompi.models.zoo.resnet:ResNet32     # its MODEL_* options, defaults, help
+    tmlauncher -cfg=launch_session.cfg --model-options                  # those of the cfg's model
 
 Without DEVICES (cfg or ``--devices``) the devices come from ``--hostfile`` or the Slurm or PBS allocation the
 launcher runs in (:mod:`theanompi.launch.allocation`), and the first line says so. Bad input ends with one line
@@ -13,6 +15,8 @@ Example
 -------
 >>> build_parser().parse_args(["-cfg=s.cfg", "--hostfile", "hosts", "--dry-run"]).dry_run
 True
+>>> build_parser().parse_args(["-cfg=s.cfg", "--model-options"]).model_options
+''
 >>> devices_from_allocation({"DEVICES": "cpu0"}, None, {"PBS_NODEFILE": "/nodes"})
 'devices from DEVICES (the PBS allocation is not used)'
 """
@@ -33,7 +37,8 @@ from theanompi.launch.cfg import read_cfg_file, session_request
 from theanompi.launch.dry_run import describe_launch
 from theanompi.launch.handles import Session
 from theanompi.launch.mpiexec import raise_interrupted
-from theanompi.launch.plan import plan_session, session_argv
+from theanompi.launch.options_help import describe_model_options, split_model_reference
+from theanompi.launch.plan import load_model, plan_session, session_argv
 
 log = logging.getLogger("theanompi")
 
@@ -41,7 +46,7 @@ log = logging.getLogger("theanompi")
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tmlauncher", description="Launch a theanompi training session.")
     parser.add_argument("--version", action="version", version=f"tmlauncher (theanompi) {VERSION}")
-    parser.add_argument("-cfg", "--config", required=True, metavar="FILE", help="session cfg file (KEY=VALUE lines)")
+    parser.add_argument("-cfg", "--config", metavar="FILE", help="session cfg file (KEY=VALUE lines); required")
     parser.add_argument("--rule", help="override RULE")
     parser.add_argument("--modelfile", help="override MODELFILE")
     parser.add_argument("--modelclass", help="override MODELCLASS")
@@ -53,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dry-run", action="store_true",
                         help="check and plan the session, print the mpiexec command line and each rank's "
                              "environment, start nothing")
+    parser.add_argument("--model-options", nargs="?", const="", metavar="MODELFILE:MODELCLASS",
+                        help="print the model's MODEL_* options (cfg key, help, values, default) and exit; "
+                             "without MODELFILE:MODELCLASS, those of the -cfg file's model")
     return parser
 
 
@@ -73,22 +81,51 @@ def devices_from_allocation(raw: dict[str, str], hostfile: str | None, environ: 
     return f"devices from {allocation.source}: {allocation.devices}"
 
 
+def read_raw(args: argparse.Namespace) -> dict[str, str]:
+    """The cfg file's keys with the command line's overrides (``--rule`` ..., ``--set KEY=VALUE``)."""
+    raw = read_cfg_file(args.config)
+    for flag in ("rule", "modelfile", "modelclass", "devices"):
+        if getattr(args, flag):
+            raw[flag.upper()] = getattr(args, flag)
+    for item in args.set:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r} is not KEY=VALUE")
+        key, value = item.split("=", 1)
+        raw[key.strip().upper()] = value.strip()
+    return raw
+
+
+def model_options_help(args: argparse.Namespace) -> list[str]:
+    """What ``--model-options`` prints: the options of MODELFILE:MODELCLASS, or of the cfg's model."""
+    if args.model_options:
+        modelfile, modelclass = split_model_reference(args.model_options)
+    else:
+        raw = read_raw(args)
+        modelfile, modelclass = raw.get("MODELFILE", ""), raw.get("MODELCLASS", "")
+    model_cls = load_model(modelfile, modelclass, os.getcwd())
+    return describe_model_options(model_cls, f"{modelfile}:{modelclass}")
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.config is None and not args.model_options:
+        parser.error("the following arguments are required: -cfg/--config"
+                     + (" (--model-options without MODELFILE:MODELCLASS lists the cfg's model's)"
+                        if args.model_options == "" else ""))
+    if args.model_options is not None:
+        try:
+            sys.stdout.write("".join(f"{line}\n" for line in model_options_help(args)))
+        except ConfigError as err:
+            sys.stderr.write(f"tmlauncher: error: {err}\n")
+            return 2
+        return 0
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(logging.Formatter("tmlauncher: %(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     try:
-        raw = read_cfg_file(args.config)
-        for flag in ("rule", "modelfile", "modelclass", "devices"):
-            if getattr(args, flag):
-                raw[flag.upper()] = getattr(args, flag)
-        for item in args.set:
-            if "=" not in item:
-                raise ConfigError(f"--set {item!r} is not KEY=VALUE")
-            key, value = item.split("=", 1)
-            raw[key.strip().upper()] = value.strip()
+        raw = read_raw(args)
         said = devices_from_allocation(raw, args.hostfile, os.environ)
         if said:
             log.info("%s", said)

@@ -90,11 +90,7 @@ def plan_session(request: SessionRequest) -> tuple[SessionSpec, list[RankSpec]]:
     check_installed("TENSORBOARD", options.tensorboard, "tensorboard")
     check_local_devices(devices)
     check_compute(devices, options.compute)  # cuda devices compute through JAX
-    check_model_reference(request.modelfile, request.modelclass)
-    if "pytensor" not in sys.modules:
-        configure_pytensor()  # the model module may import pytensor: same cache and backend
-    model_cls = load_model_class(request.modelfile, request.modelclass, cwd)
-    check_model_class(model_cls)
+    model_cls = load_model(request.modelfile, request.modelclass, cwd)
     model_options, data_notes = resolve_data_dir(model_cls, request.model_options)
     validate_options = getattr(model_cls, "validate_options", None)
     if callable(validate_options):
@@ -110,6 +106,17 @@ def plan_session(request: SessionRequest) -> tuple[SessionSpec, list[RankSpec]]:
         resume_point=resume_point,
     )
     return spec, ranks
+
+
+def load_model(modelfile: str, modelclass: str, cwd: str) -> type:
+    """The ModelClass MODELFILE and MODELCLASS name, imported as the ranks will import it (pytensor configured
+    first) and checked against the contract; ConfigError (or ContractError) in one line."""
+    check_model_reference(modelfile, modelclass)
+    if "pytensor" not in sys.modules:
+        configure_pytensor()  # the model module may import pytensor: same cache and backend
+    model_cls = load_model_class(modelfile, modelclass, cwd)
+    check_model_class(model_cls)
+    return model_cls
 
 
 #: the environment variable giving the model option ``data_dir`` when neither the cfg nor ``init`` gives one

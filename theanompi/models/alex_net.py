@@ -37,4 +37,4 @@ from theanompi.models.zoo import alexnet
 class AlexNet(alexnet.AlexNet):
     """AlexNet with LRN and two groups on Theano-MPI's ImageNet batches (see the module docstring)."""
 
-    defaults = {**alexnet.AlexNet.defaults, "lrn": True, "groups": 2, "layout": "chwb"}
+    defaults = {"lrn": True, "groups": 2, "layout": "chwb"}

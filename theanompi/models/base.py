@@ -7,10 +7,10 @@ for every other rule (one function that steps locally), momentum SGD with
 optional weight decay, validation, learning-rate scaling with warm-up.
 
 Hyper-parameters come from ``config.model_options`` (cfg keys ``MODEL_*``),
-checked against :attr:`defaults` (the launcher calls :meth:`validate_options`
-before any rank starts; options, sharding and LR scaling live in
-:class:`theanompi.models.hyperparams.ClassifierHyperParams`, shared with the
-PyTorch base :class:`theanompi.models.torch_classifier.TorchClassifierModel`).
+parsed by the class's option table (:mod:`theanompi.models.model_options`; the
+launcher calls :meth:`validate_options` before any rank starts; options, sharding
+and LR scaling live in :class:`theanompi.models.hyperparams.ClassifierHyperParams`,
+shared with the PyTorch base :class:`theanompi.models.torch_classifier.TorchClassifierModel`).
 
 The session option ``COMPUTE`` picks the backend (``theanompi.backend.compute``): the C
 backend, or pytensor's JAX mode with every shared variable kept as a ``jax.Array``

@@ -14,7 +14,7 @@ the cfg or, for Theano-MPI's scripts that pass no options, the environment
 (``MODEL_DATA_DIR=/data/cifar-10-batches-py python test_cifar10_cifar10.py``). Validation is the test batch
 (Theano-MPI held out a fifth of the training images instead).
 
-Every ``MODEL_*`` option of the zoo's image classifiers applies (:mod:`theanompi.models.image_data`):
+Every ``MODEL_*`` option of the zoo's image classifiers applies (:mod:`theanompi.models.data.image_options`):
 ``widths`` (``"64,128,64"``), ``fc_width`` (256), ``dropout`` (0.5), ``input_size`` (28; 32 for uncropped
 images), ``augment`` (``true``: mirrors; crops come with ``input_size`` < 32), ``batch_size``, ``lr``,
 ``n_epochs``, ... ``data=synthetic`` runs it without files.
@@ -31,19 +31,20 @@ Example
 from __future__ import annotations
 
 import theanompi.nn as L
-from theanompi.core.options import predicate_parser
-from theanompi.models.zoo import ImageClassifier, int_list_check, is_int, is_number, parse_int_list
+from theanompi.core.options import int_list, model_option, parse_int_list, positive_int, unit_interval
+from theanompi.models.zoo import ImageClassifier
 
 
 class Cifar10_model(ImageClassifier):  # Theano-MPI's class name
     """Theano-MPI's CIFAR-10 ConvNet (see the module docstring)."""
 
-    defaults = {**ImageClassifier.defaults, "data": "cifar10", "input_size": 28, "augment": True, "widths": "64,128,64",
-                "fc_width": 256, "dropout": 0.5, "batch_size": 256, "lr": 0.01, "momentum": 0.9,
-                "weight_decay": 0.0001, "n_epochs": 70, "lr_decay_epochs": "50,60,65"}
-    checks = {**ImageClassifier.checks, "widths": int_list_check(length=3),
-              "fc_width": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"),
-              "dropout": predicate_parser(lambda v: is_number(v) and v < 1, "a number in [0, 1)")}
+    declared_options = [
+        model_option("widths", int_list(length=3), "64,128,64", "channels of the three convolutions"),
+        model_option("fc_width", positive_int, 256, "units of the hidden dense layer"),
+        model_option("dropout", unit_interval, 0.5, "dropout probability after the hidden dense layer (0: none)"),
+    ]
+    defaults = {"data": "cifar10", "input_size": 28, "augment": True, "batch_size": 256, "lr": 0.01,
+                "momentum": 0.9, "weight_decay": 0.0001, "n_epochs": 70, "lr_decay_epochs": "50,60,65"}
     data_choices = ("cifar10", "synthetic")
 
     def build_layers(self, net):

@@ -26,4 +26,4 @@ from theanompi.models.zoo import googlenet
 class GoogLeNet(googlenet.GoogLeNet):
     """GoogLeNet with its auxiliary classifiers on Theano-MPI's ImageNet batches (see the module docstring)."""
 
-    defaults = {**googlenet.GoogLeNet.defaults, "layout": "chwb", "lr": 0.005}
+    defaults = {"layout": "chwb", "lr": 0.005}

@@ -1,11 +1,15 @@
-"""What every classifier base shares, whatever computes it: MODEL_* options, sharding, LR scaling.
+"""What every classifier base shares, whatever computes it: MODEL_* options, sharding, LR scaling, image data.
 
 :class:`ClassifierHyperParams` is the framework-free half of
 :class:`theanompi.models.base.ClassifierModel` (pytensor) and
-:class:`theanompi.models.torch_classifier.TorchClassifierModel` (PyTorch): the option
-defaults and their checks (the launcher calls :meth:`validate_options` before
-any rank starts), :meth:`shard` and the LR_SCALING / WARMUP_EPOCHS multiplier.
-It imports neither pytensor nor torch.
+:class:`theanompi.models.torch_classifier.TorchClassifierModel` (PyTorch): the options of momentum SGD (declared
+as :mod:`theanompi.models.model_options` declares every ModelClass's; the launcher calls
+:meth:`~theanompi.models.model_options.HasModelOptions.validate_options` before any rank starts),
+:meth:`~ClassifierHyperParams.shard` and the LR_SCALING / WARMUP_EPOCHS multiplier.
+:class:`ImageClassifierHyperParams` adds the image data options (:mod:`theanompi.models.data.image_options`), the
+loaders they choose (:mod:`theanompi.models.data.image_loaders`) and their step learning-rate decay: what the
+pytensor zoo (:class:`theanompi.models.zoo.ImageClassifier`) and the Keras Wide ResNet share. Neither imports
+pytensor nor torch.
 
 Example
 -------
@@ -19,76 +23,52 @@ theanompi.core.errors.ConfigError: ClassifierHyperParams: model option momentum=
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from theanompi.core.errors import ConfigError
-from theanompi.core.options import InvalidValue, predicate_parser
+from theanompi.core.options import (
+    model_option,
+    non_negative_float,
+    parse_int_list,
+    positive_float,
+    positive_int,
+    unit_interval,
+)
 from theanompi.models.data.base import ShardedArrayData
+from theanompi.models.data.image_loaders import build_image_data
+from theanompi.models.data.image_options import DATA_KINDS, IMAGE_DATA_OPTIONS, DataKind, check_data_options
+from theanompi.models.model_options import HasModelOptions, OptionTable
 
 if TYPE_CHECKING:
     from theanompi.models.contract import WorkerConfig
 
 
-def _positive_int(v):
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
-
-
-def _non_negative(v):
-    """A finite number >= 0 (``inf`` and ``1e400``, which is read as ``inf``, are not: like NaN, they would train
-    into NaN)."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
-
-
-CHECKS = {
-    "batch_size": predicate_parser(_positive_int, "an integer >= 1"),
-    "n_epochs": predicate_parser(_positive_int, "an integer >= 1"),
-    "lr": predicate_parser(lambda v: _non_negative(v) and v > 0, "a finite number > 0"),
-    "momentum": predicate_parser(lambda v: _non_negative(v) and v < 1, "a number in [0, 1)"),
-    "weight_decay": predicate_parser(_non_negative, "a finite number >= 0"),
-}
-
-
-class ClassifierHyperParams:
+class ClassifierHyperParams(HasModelOptions):
     """Options, sharding and learning-rate scaling of a classifier trained with momentum SGD.
 
     A subclass's ``__init__`` sets ``self.config`` (a WorkerConfig) and ``self.hp``
     (``self.validate_options(config.model_options)``).
     """
 
-    #: Hyper-parameters and their defaults; subclasses extend with ``{**ClassifierModel.defaults, ...}``.
-    defaults: dict[str, Any] = {"batch_size": 32, "lr": 0.05, "momentum": 0.9, "weight_decay": 0.0, "n_epochs": 10}
-    #: Extra per-option parsers of subclasses (name -> parser raising InvalidValue, theanompi.core.options' style).
-    checks: dict[str, Callable[[Any], Any]] = {}
+    declared_options = [
+        model_option("batch_size", positive_int, 32, "images (samples) per worker and step"),
+        model_option("lr", positive_float, 0.05, "learning rate (times the workers with LR_SCALING=linear)"),
+        model_option("momentum", unit_interval, 0.9, "momentum of SGD (0: plain SGD)"),
+        model_option("weight_decay", non_negative_float, 0.0, "L2 penalty on the weights (not the biases)"),
+        model_option("n_epochs", positive_int, 10, "epochs to train, unless N_EPOCHS says otherwise"),
+    ]
     #: set by the subclass's ``__init__`` (see above)
     config: WorkerConfig
     hp: dict[str, Any]
-
-    @classmethod
-    def validate_options(cls, model_options: dict[str, Any]) -> dict[str, Any]:
-        """Defaults merged with ``model_options``; ConfigError for an unknown name or bad value."""
-        unknown = sorted(set(model_options) - set(cls.defaults))
-        if unknown:
-            raise ConfigError(
-                f"{cls.__name__}: unknown model option {unknown[0]!r} (cfg MODEL_{unknown[0].upper()}); "
-                f"allowed: {', '.join(sorted(cls.defaults))}"
-            )
-        merged = {**cls.defaults, **model_options}
-        for name, value in model_options.items():
-            parse = {**CHECKS, **cls.checks}.get(name)
-            if parse is None:
-                continue
-            try:
-                merged[name] = parse(value)
-            except InvalidValue as err:
-                raise ConfigError(f"{cls.__name__}: model option {name}={value!r} is not allowed; {err}") from None
-        return merged
 
     def shard(self, x_train, y_train, x_val, y_val) -> ShardedArrayData:
         """This worker's shard of in-memory arrays."""
         c = self.config
         return ShardedArrayData(x_train, y_train, x_val, y_val, self.hp["batch_size"], c.rank, c.size, c.seed)
+
+    @property
+    def n_outputs(self) -> int:
+        """Classes of the data (the width of the output layer)."""
+        return int(self.hp.get("n_classes", 10))
 
     def lr_multiplier(self, epoch_progress: float) -> float:
         """LR_SCALING=linear multiplies by the worker count, ramping up over WARMUP_EPOCHS."""
@@ -105,3 +85,47 @@ class ClassifierHyperParams:
         """Whether the learning rate ramps up during ``epoch`` (LR_SCALING=linear with WARMUP_EPOCHS)."""
         opts = self.config.options
         return opts.lr_scaling == "linear" and epoch < opts.warmup_epochs
+
+
+class ImageClassifierHyperParams(ClassifierHyperParams):
+    """A classifier whose data the image data options choose (:mod:`theanompi.models.data.image_options`).
+
+    Subclasses set :attr:`data_choices`, which the ``data`` option then accepts (and change defaults:
+    ``defaults = {"data": "cifar10"}``); :attr:`data_dtype` is the float type of in-memory images.
+
+    Example
+    -------
+    >>> from theanompi.models.contract import WorkerConfig
+    >>> class Digits(ImageClassifierHyperParams):
+    ...     def __init__(self, config):
+    ...         self.config, self.hp = config, self.validate_options(config.model_options)
+    >>> data = Digits(WorkerConfig(rank=0, size=2, seed=0, device="cpu0")).build_data()
+    >>> data.input_shape, data.n_batch_train
+    ((1, 8, 8), 24)
+    """
+
+    declared_options = list(IMAGE_DATA_OPTIONS)
+    #: Values of the ``data`` option this model accepts.
+    data_choices: tuple[str, ...] = DATA_KINDS
+    #: dtype of in-memory images (the pytensor models: floatX)
+    data_dtype: str = "float32"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        data = cls.option_table["data"].with_parser(DataKind(cls.data_choices))
+        cls.option_table = OptionTable({**cls.option_table, "data": data}.values())
+        cls.checks = {**cls.checks, "data": data.option.parse}
+
+    @classmethod
+    def check_options(cls, hp: dict[str, Any]) -> None:
+        super().check_options(hp)
+        check_data_options(cls.__name__, hp, cls.data_choices)
+
+    def lr_multiplier(self, epoch_progress: float) -> float:
+        """The base's multiplier (LR_SCALING) times ``lr_decay`` per passed ``lr_decay_epochs`` milestone."""
+        passed = sum(1 for e in parse_int_list(self.hp["lr_decay_epochs"]) if epoch_progress >= e)
+        return super().lr_multiplier(epoch_progress) * float(self.hp["lr_decay"]) ** passed
+
+    def build_data(self):
+        """The loader the data options choose (:func:`~theanompi.models.data.image_loaders.build_image_data`)."""
+        return build_image_data(self.hp, self.config, self.shard, self.data_dtype)

@@ -17,7 +17,7 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 
-from theanompi.core.options import predicate_parser
+from theanompi.core.options import InvalidValue, model_option
 from theanompi.models.base import ClassifierModel
 from theanompi.models.data.digits import load_digits_split
 
@@ -31,19 +31,20 @@ def parse_hidden(value) -> tuple[int, ...]:
     return sizes
 
 
-def _valid_hidden(value) -> bool:
+def hidden_sizes(value):
+    """The ``hidden`` option's parser: the value as given, when :func:`parse_hidden` reads it."""
     try:
         parse_hidden(value)
-        return True
     except (ValueError, TypeError):
-        return False
+        raise InvalidValue("use a positive int or a comma list such as '256,128'") from None
+    return value
 
 
 class MLP(ClassifierModel):
     """Fully connected ReLU network, He-initialised, softmax output."""
 
-    defaults = {**ClassifierModel.defaults, "hidden": 256, "lr": 0.05, "n_epochs": 20}
-    checks = {"hidden": predicate_parser(_valid_hidden, "a positive int or a comma list such as '256,128'")}
+    declared_options = [model_option("hidden", hidden_sizes, 256, "units of the hidden layers, e.g. 256 or 256,128")]
+    defaults = {"lr": 0.05, "n_epochs": 20}
 
     def build_data(self):
         (xt, yt), (xv, yv) = load_digits_split(dtype=pytensor.config.floatX)

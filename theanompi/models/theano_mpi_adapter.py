@@ -23,6 +23,9 @@ contract to every rule and keeps Theano-MPI's loop semantics:
   call counts ``model.batch_size`` samples.
 * **checkpoints** hold ``shared_lr`` and the step's ``vels``/``vels2`` (unless the
   model lists ``state_vars`` itself).
+* **options**: such a model reads its own settings; ``MODEL_*`` keys reach it unchecked in
+  ``config.model_options``, and the one theanompi reads for it is :data:`THEANO_MPI_OPTIONS`' ``data_dir``
+  (theanompi's Theano-MPI DataClasses, ``Cifar10_data``, ``ImageNet_data``, ``MNIST_data``, load from it).
 
 Example
 -------
@@ -44,10 +47,20 @@ import numpy as np
 from theanompi.backend import arrays
 from theanompi.comm.fused_params import FlatLayout, assign
 from theanompi.core.errors import ConfigError, ContractError
+from theanompi.core.options import directory_path, model_option
 from theanompi.core.session_options import SessionOptions
 from theanompi.models.contract import WorkerConfig
+from theanompi.models.model_options import OptionTable
 
 log = logging.getLogger("theanompi")
+
+
+#: The options of a ModelClass written for Theano-MPI that theanompi itself reads (other MODEL_* keys pass unchecked).
+THEANO_MPI_OPTIONS = OptionTable([
+    model_option("data_dir", directory_path, "",
+                 "the data set's directory, read by Theano-MPI's DataClasses (Cifar10_data, ImageNet_data, "
+                 "MNIST_data); default: the environment's MODEL_DATA_DIR"),
+])
 
 
 def follows_theanompi_contract(model_or_class) -> bool:

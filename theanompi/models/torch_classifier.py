@@ -36,8 +36,8 @@ as a torch tensor (DLPack again). On a CPU the same hand-over goes through NumPy
 views (the path the tests run here; the GPU one has not run on a GPU yet).
 
 MODEL_* options: ``batch_size``, ``lr``, ``momentum``, ``weight_decay``, ``n_epochs``
-(ClassifierModel's defaults and checks, from
-:class:`theanompi.models.hyperparams.ClassifierHyperParams`).
+(ClassifierModel's, declared by :class:`theanompi.models.hyperparams.ClassifierHyperParams`; a subclass declares
+its own as :mod:`theanompi.models.model_options` describes).
 
 Without torch installed, a ModelClass built on this module fails at launch with
 one line naming the ``[torch]`` extra to install (``theanompi.models.loader``).

@@ -8,7 +8,7 @@ import pytest
 from conftest import ASSETS
 
 from theanompi.core.errors import ConfigError
-from theanompi.core.options import InvalidValue
+from theanompi.core.options import InvalidValue, int_list, parse_int_list
 from theanompi.models import zoo
 from theanompi.models.contract import check_model_class
 from theanompi.models.zoo.cifar10_cnn import CifarCNN
@@ -47,8 +47,8 @@ def test_bad_options_end_with_one_config_error(cls, options, fragment):
 
 
 def test_int_lists_from_cfg_text():
-    assert zoo.parse_int_list("16, 32,64") == (16, 32, 64) and zoo.parse_int_list(8) == (8,)
-    parse = zoo.int_list_check(length=2)
+    assert parse_int_list("16, 32,64") == (16, 32, 64) and parse_int_list(8) == (8,)
+    parse = int_list(length=2)
     assert parse("32,64") == "32,64"
     for bad in ("32", "a,b", True):
         with pytest.raises(InvalidValue, match="^use a comma list of 2 integers >= 1 such as '16,16'$"):

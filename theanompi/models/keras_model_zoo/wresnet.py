@@ -21,7 +21,7 @@ Training: the paper's momentum SGD (0.9) with weight decay 0.0005 (Theano-MPI's 
 rate 0.1 divided by 5 after epochs 50 and 70 (Theano-MPI's steps), 128 images per worker and step, crops
 of the zero-padded image and mirrors, 90 epochs. Batch norm's moving statistics are averaged over the
 workers before each validation (``sync_state``). Data: the CIFAR-10 python batches in ``MODEL_DATA_DIR``
-(cfg or environment), or ``data=synthetic``; every option of :mod:`theanompi.models.image_data` applies.
+(cfg or environment), or ``data=synthetic``; every option of :mod:`theanompi.models.data.image_options` applies.
 
 Example
 -------
@@ -39,8 +39,8 @@ import os
 import torch
 
 from theanompi.core.errors import ConfigError
-from theanompi.core.options import predicate_parser
-from theanompi.models.image_data import DATA_CHECKS, DATA_DEFAULTS, ImageDataOptions, is_int, is_number
+from theanompi.core.options import int_of_form, model_option, positive_int, unit_interval
+from theanompi.models.hyperparams import ImageClassifierHyperParams
 from theanompi.models.torch_classifier import TorchClassifierModel
 
 
@@ -101,16 +101,16 @@ class KerasTraining(torch.nn.Module):
         return self.model(x, training=self.training)
 
 
-class Wide_ResNet(ImageDataOptions, TorchClassifierModel):  # Theano-MPI's class name
+class Wide_ResNet(ImageClassifierHyperParams, TorchClassifierModel):  # Theano-MPI's class name
     """WRN-d-k in Keras 3 on torch, trained by theanompi's PyTorch adapter (see the module docstring)."""
 
-    defaults = {**TorchClassifierModel.defaults, **DATA_DEFAULTS, "data": "cifar10", "depth": 28, "widen": 4,
-                "dropout": 0.3, "augment": True, "batch_size": 128, "lr": 0.1, "momentum": 0.9,
+    declared_options = [
+        model_option("depth", int_of_form(6, 4), 28, "layers: 6n+4 (10, 16, 22, 28, ...)"),
+        model_option("widen", positive_int, 4, "the widening factor k: channels 16k, 32k, 64k"),
+        model_option("dropout", unit_interval, 0.3, "dropout probability inside each block (0: none)"),
+    ]
+    defaults = {"data": "cifar10", "augment": True, "batch_size": 128, "lr": 0.1, "momentum": 0.9,
                 "weight_decay": 0.0005, "n_epochs": 90, "lr_decay_epochs": "50,70", "lr_decay": 0.2}
-    checks = {**DATA_CHECKS,
-              "depth": predicate_parser(lambda v: is_int(v, 10) and (v - 4) % 6 == 0, "6n+4: 10, 16, 22, 28, ..."),
-              "widen": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"),
-              "dropout": predicate_parser(lambda v: is_number(v) and v < 1, "a number in [0, 1)")}
     data_choices = ("cifar10", "synthetic")
 
     def build_network(self) -> torch.nn.Module:

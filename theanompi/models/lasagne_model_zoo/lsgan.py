@@ -20,4 +20,4 @@ from theanompi.models.zoo import wgan
 class LSGAN(wgan.LSGAN):
     """Least-squares GAN, DCGAN networks, on MNIST (see the module docstring)."""
 
-    defaults = {**wgan.LSGAN.defaults, "arch": "dcgan", "data": "mnist", "z_dim": 100, "lr": 1e-4, "n_epochs": 20}
+    defaults = {"arch": "dcgan", "data": "mnist", "z_dim": 100, "lr": 1e-4, "n_epochs": 20}

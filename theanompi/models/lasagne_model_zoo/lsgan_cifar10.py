@@ -18,4 +18,4 @@ from theanompi.models.lasagne_model_zoo import lsgan
 class LSGAN(lsgan.LSGAN):
     """Least-squares GAN, DCGAN networks, on CIFAR-10 (see the module docstring)."""
 
-    defaults = {**lsgan.LSGAN.defaults, "data": "cifar10", "widths": "128,256"}
+    defaults = {"data": "cifar10", "widths": "128,256"}

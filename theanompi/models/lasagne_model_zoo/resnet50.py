@@ -25,4 +25,4 @@ from theanompi.models.zoo import resnet_imagenet
 class ResNet50(resnet_imagenet.ResNet50):
     """ResNet-50 on Theano-MPI's ImageNet batches (see the module docstring)."""
 
-    defaults = {**resnet_imagenet.ResNet50.defaults, "layout": "chwb"}
+    defaults = {"layout": "chwb"}

@@ -25,5 +25,5 @@ from theanompi.models.zoo import vgg
 class VGG16(vgg.VGG):
     """VGG-16 on Theano-MPI's ImageNet batches (see the module docstring)."""
 
-    defaults = {**vgg.VGG.defaults, "depth": 16, "layout": "chwb", "batch_size": 64, "lr": 0.002,
-                "lr_decay_epochs": "15,30,35", "n_epochs": 40}
+    defaults = {"depth": 16, "layout": "chwb", "batch_size": 64, "lr": 0.002, "lr_decay_epochs": "15,30,35",
+                "n_epochs": 40}

@@ -21,5 +21,4 @@ from theanompi.models.zoo import wgan
 class WGAN(wgan.WGAN):
     """Wasserstein GAN, DCGAN networks, on MNIST (see the module docstring)."""
 
-    defaults = {**wgan.WGAN.defaults, "arch": "dcgan", "data": "mnist", "z_dim": 100, "lr": 5e-5, "clip": 0.01,
-                "n_epochs": 20}
+    defaults = {"arch": "dcgan", "data": "mnist", "z_dim": 100, "lr": 5e-5, "clip": 0.01, "n_epochs": 20}

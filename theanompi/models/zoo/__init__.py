@@ -18,15 +18,15 @@ its parameters from ``SEED`` (:func:`theanompi.nn.init.set_rng`, so all
 ranks start identical) and runs under every rule (BSP ``cdd``/``avg``, EASGD,
 GOSGD, ASGD).
 
-This module holds what the image classifiers share: :class:`ImageClassifier`
-(data options and loaders, the network as a layer graph, deterministic
-validation logits, step learning-rate decay) and :func:`rank_dropout` (dropout
-masks that differ between ranks).
+This module holds what the zoo's classifiers share: :class:`LayerClassifier` (the network as a layer graph,
+deterministic validation logits, rank-seeded dropout), :class:`ImageClassifier` (with the image data options and
+loaders and their step learning-rate decay, :class:`~theanompi.models.hyperparams.ImageClassifierHyperParams`)
+and :func:`rank_dropout` (dropout masks that differ between ranks).
 
-Data options of the image classifiers (cfg ``MODEL_*``): ``data`` (``digits``, ``cifar10``,
-``synthetic``, ``hickle``), ``data_dir``, ``train_size``/``val_size``, ``input_size``, ``channels``,
-``n_classes``, ``layout``, ``prefetch``, ``augment``, ``lr_decay_epochs``/``lr_decay``: see
-:mod:`theanompi.models.image_data`, which holds them (the names below are re-exported from it).
+Each model declares its ``MODEL_*`` options in its class body (``declared_options``, and ``defaults`` for the
+defaults it changes), merged along the class hierarchy by :mod:`theanompi.models.model_options`;
+``tmlauncher --model-options theanompi.models.zoo.resnet:ResNet32`` prints them. Data options of the image
+classifiers: :mod:`theanompi.models.data.image_options`.
 """
 
 from __future__ import annotations
@@ -37,24 +37,7 @@ import pytensor.tensor as pt
 
 import theanompi.nn as L
 from theanompi.models.base import ClassifierModel
-from theanompi.models.image_data import (  # noqa: F401  (re-exported: the zoo modules' helpers)
-    DATA_CHECKS,
-    DATA_DEFAULTS,
-    DATA_KINDS,
-    MEAN_FILES,
-    AugmentedData,
-    ImageDataOptions,
-    SubBatchData,
-    augment_value,
-    check_data_options,
-    choice_check,
-    find_mean_file,
-    int_list_check,
-    is_int,
-    is_number,
-    parse_int_list,
-    subset,
-)
+from theanompi.models.hyperparams import ImageClassifierHyperParams
 
 #: MODELCLASS -> MODELFILE of every zoo model.
 MODELS = {
@@ -73,38 +56,29 @@ MODELS = {
 }
 
 
-class ImageClassifier(ImageDataOptions, ClassifierModel):
-    """A ClassifierModel whose network is a layer graph and whose data is chosen by the data options.
+class LayerClassifier(ClassifierModel):
+    """A ClassifierModel whose network is a layer graph (:mod:`theanompi.nn`).
 
-    Subclasses set :attr:`data_choices` and implement :meth:`build_layers` (the input
-    layer -> the output layer, logits, no softmax). :meth:`build_network` seeds
-    :func:`theanompi.nn.init.set_rng` from ``config.seed``, keeps the output
-    layer in ``self.network`` (so ``sync_state`` pools batch-norm statistics) and
-    returns the trainable params, the training logits and the deterministic
-    validation logits (batch norm on running statistics, dropout off). The data
-    options, :meth:`build_data` and the step learning-rate decay are
-    :class:`~theanompi.models.image_data.ImageDataOptions`'.
+    Subclasses implement :meth:`build_layers` (the input layer -> the output layer, logits, no softmax) and
+    :meth:`build_data`. :meth:`build_network` seeds :func:`theanompi.nn.init.set_rng` from
+    ``config.seed``, keeps the output layer in ``self.network`` (so ``sync_state`` pools batch-norm statistics)
+    and returns the trainable params, the training logits and the deterministic validation logits (batch norm
+    on running statistics, dropout off).
 
     Example
     -------
-    >>> import theanompi.nn as L
-    >>> class Linear(ImageClassifier):
-    ...     data_choices = ("digits", "synthetic")
+    >>> from theanompi.models.data.digits import load_digits_split
+    >>> class Linear(LayerClassifier):
+    ...     def build_data(self):
+    ...         (xt, yt), (xv, yv) = load_digits_split()
+    ...         return self.shard(xt, yt, xv, yv)
     ...     def build_layers(self, net):
     ...         return L.DenseLayer(net, self.n_outputs, nonlinearity=None)
     >>> from theanompi.models.contract import WorkerConfig
     >>> m = Linear(WorkerConfig(rank=0, size=1, seed=0, device="cpu0"))
-    >>> [p.name for p in m.params], m.data.input_shape
-    (['W', 'b'], (1, 8, 8))
+    >>> [p.name for p in m.params], m.n_params
+    (['W', 'b'], 650)
     """
-
-    defaults = {**ClassifierModel.defaults, **DATA_DEFAULTS}
-    checks = dict(DATA_CHECKS)
-
-    @property
-    def data_dtype(self) -> str:  # type: ignore[override]
-        """In-memory images in pytensor's floatX."""
-        return str(pytensor.config.floatX)
 
     # ----- network ----------------------------------------------------------------------
     def build_layers(self, net):
@@ -129,6 +103,30 @@ class ImageClassifier(ImageDataOptions, ClassifierModel):
         """Number of trainable parameters (batch norm's gamma and beta included, its running statistics not)."""
         return int(sum(np.prod(p.get_value(borrow=True).shape) for p in self.params))
 
+
+class ImageClassifier(ImageClassifierHyperParams, LayerClassifier):
+    """A LayerClassifier whose data is chosen by the image data options.
+
+    Subclasses set :attr:`data_choices` and implement :meth:`build_layers`. The data options, :meth:`build_data`
+    and the step learning-rate decay are
+    :class:`~theanompi.models.hyperparams.ImageClassifierHyperParams`'.
+
+    Example
+    -------
+    >>> class Linear(ImageClassifier):
+    ...     data_choices = ("digits", "synthetic")
+    ...     def build_layers(self, net):
+    ...         return L.DenseLayer(net, self.n_outputs, nonlinearity=None)
+    >>> from theanompi.models.contract import WorkerConfig
+    >>> m = Linear(WorkerConfig(rank=0, size=1, seed=0, device="cpu0"))
+    >>> [p.name for p in m.params], m.data.input_shape
+    (['W', 'b'], (1, 8, 8))
+    """
+
+    @property
+    def data_dtype(self) -> str:  # type: ignore[override]
+        """In-memory images in pytensor's floatX."""
+        return str(pytensor.config.floatX)
 
 
 class BatchSizedConcat(L.ConcatLayer):

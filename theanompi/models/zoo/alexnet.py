@@ -58,30 +58,25 @@ from __future__ import annotations
 
 import theanompi.nn as L
 from theanompi.core.errors import ConfigError
-from theanompi.core.options import predicate_parser
-from theanompi.models.zoo import (
-    BatchSizedConcat,
-    ImageClassifier,
-    choice_check,
-    int_list_check,
-    is_int,
-    is_number,
-    parse_int_list,
-)
+from theanompi.core.options import boolean, choice, int_list, model_option, parse_int_list, positive_int, unit_interval
+from theanompi.models.zoo import BatchSizedConcat, ImageClassifier
 
 
 class AlexNet(ImageClassifier):
     """AlexNet-style ConvNet for ImageNet-style crops (see the module docstring)."""
 
-    defaults = {**ImageClassifier.defaults, "data": "hickle", "input_size": 227, "n_classes": 1000,
-                "widths": "96,256,384,384,256", "fc_width": 4096, "dropout": 0.5, "stem": "auto",
-                "batch_size": 128, "lr": 0.01, "momentum": 0.9, "weight_decay": 0.0005, "n_epochs": 70,
-                "lr_decay_epochs": "20,40,60", "prefetch": True, "lrn": False, "groups": 1}
-    checks = {**ImageClassifier.checks, "widths": int_list_check(length=5),
-              "fc_width": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"),
-              "dropout": predicate_parser(lambda v: is_number(v) and v < 1, "a number in [0, 1)"),
-              "stem": choice_check("auto", "imagenet", "small"),
-              "lrn": predicate_parser(lambda v: isinstance(v, bool), "true or false"), "groups": choice_check(1, 2)}
+    declared_options = [
+        model_option("widths", int_list(length=5), "96,256,384,384,256", "channels of the five convolutions"),
+        model_option("fc_width", positive_int, 4096, "units of each of the two hidden dense layers"),
+        model_option("dropout", unit_interval, 0.5, "dropout probability after each hidden dense layer (0: none)"),
+        model_option("stem", choice("auto", "imagenet", "small"), "auto",
+                     "imagenet: conv11x11/4; small: conv5x5/1; auto: small under 64 pixels"),
+        model_option("lrn", boolean, False, "the paper's local response normalisation after conv1 and conv2"),
+        model_option("groups", choice(1, 2), 1, "2: the paper's two-GPU split of conv2, conv4 and conv5"),
+    ]
+    defaults = {"data": "hickle", "input_size": 227, "n_classes": 1000, "batch_size": 128, "lr": 0.01,
+                "momentum": 0.9, "weight_decay": 0.0005, "n_epochs": 70, "lr_decay_epochs": "20,40,60",
+                "prefetch": True}
     data_choices = ("hickle", "synthetic")
 
     def build_layers(self, net):

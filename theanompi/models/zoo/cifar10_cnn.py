@@ -9,10 +9,10 @@ Network (``widths`` = ``"32,64"``)::
 Parameters: 896 + 18,496 + 40,970 = 60,362 on CIFAR-10 (3x32x32); 320 + 18,496 +
 2,570 = 21,386 on the digits (1x8x8, for tests).
 
-Model options (cfg ``MODEL_*``): ``widths`` (two conv widths, ``"32,64"``),
-the data options of :mod:`theanompi.models.zoo` (``data`` = ``cifar10`` (default:
-needs ``data_dir``), ``synthetic`` (3x32x32), ``digits`` (1x8x8)), ``batch_size``
-(128), ``lr`` (0.01), ``momentum`` (0.9), ``weight_decay`` (0), ``n_epochs`` (10).
+Model options (cfg ``MODEL_*``; ``tmlauncher --model-options theanompi.models.zoo.cifar10_cnn:CifarCNN`` prints
+them all): ``widths`` (two conv widths, ``"32,64"``), the image data options
+(:mod:`theanompi.models.data.image_options`: ``data`` = ``cifar10`` (default: needs ``data_dir``), ``synthetic``
+(3x32x32), ``digits`` (1x8x8)), ``batch_size`` (128), ``lr`` (0.01), ``momentum``, ``weight_decay``, ``n_epochs``.
 
 cfg to run it on CIFAR-10 (the unpacked ``cifar-10-python.tar.gz``)::
 
@@ -37,14 +37,15 @@ Example
 from __future__ import annotations
 
 import theanompi.nn as L
-from theanompi.models.zoo import ImageClassifier, int_list_check, parse_int_list
+from theanompi.core.options import int_list, model_option, parse_int_list
+from theanompi.models.zoo import ImageClassifier
 
 
 class CifarCNN(ImageClassifier):
     """conv(widths[0])-pool-conv(widths[1])-pool-dense(n_classes), ReLU, He-initialised."""
 
-    defaults = {**ImageClassifier.defaults, "data": "cifar10", "widths": "32,64", "batch_size": 128, "lr": 0.01}
-    checks = {**ImageClassifier.checks, "widths": int_list_check(length=2)}
+    declared_options = [model_option("widths", int_list(length=2), "32,64", "channels of the two convolutions")]
+    defaults = {"data": "cifar10", "batch_size": 128, "lr": 0.01}
     data_choices = ("cifar10", "synthetic", "digits")
 
     def build_layers(self, net):

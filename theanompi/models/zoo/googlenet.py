@@ -23,7 +23,7 @@ where a map is smaller than 5x5 the auxiliary tower pools it globally).
 
 Model options (cfg ``MODEL_*``): ``width`` (1.0), ``stem`` (``auto``/``imagenet``/``small``),
 ``aux_weight`` (0.3), ``dropout`` (0.4), ``n_classes`` (1000), ``input_size`` (224), the data options of
-:mod:`theanompi.models.image_data` (``data`` = ``hickle`` (default) or ``synthetic``), ``batch_size``
+:mod:`theanompi.models.data.image_options` (``data`` = ``hickle`` (default) or ``synthetic``), ``batch_size``
 (32), ``lr`` (0.01), ``momentum`` (0.9), ``weight_decay`` (0.0002), ``n_epochs`` (90), ``lr_decay_epochs``
 (``"30,60,80"``), ``prefetch`` (true).
 
@@ -44,8 +44,8 @@ import pytensor.tensor as pt
 
 import theanompi.nn as L
 from theanompi.core.errors import ConfigError
-from theanompi.core.options import predicate_parser
-from theanompi.models.zoo import BatchSizedConcat, ImageClassifier, choice_check, is_number
+from theanompi.core.options import InvalidValue, choice, model_option, non_negative_float, positive_float, unit_interval
+from theanompi.models.zoo import BatchSizedConcat, ImageClassifier
 
 #: The paper's inception modules: (1x1, 3x3 reduce, 3x3, 5x5 reduce, 5x5, pool projection).
 INCEPTIONS = {
@@ -58,17 +58,30 @@ INCEPTIONS = {
 AUX_AFTER = ("4a", "4d")
 
 
+def width_scale(value) -> float:
+    """The ``width`` option's parser: a factor in (0, 4] of the paper's channel counts."""
+    try:
+        scale = positive_float(value)
+    except InvalidValue:
+        scale = 0.0
+    if not 0 < scale <= 4:
+        raise InvalidValue("use a number in (0, 4]")
+    return scale
+
+
 class GoogLeNet(ImageClassifier):
     """GoogLeNet (Inception v1) with its auxiliary classifiers (see the module docstring)."""
 
-    defaults = {**ImageClassifier.defaults, "data": "hickle", "input_size": 224, "n_classes": 1000, "width": 1.0,
-                "stem": "auto", "aux_weight": 0.3, "dropout": 0.4, "batch_size": 32, "lr": 0.01, "momentum": 0.9,
-                "weight_decay": 0.0002, "n_epochs": 90, "lr_decay_epochs": "30,60,80", "prefetch": True}
-    checks = {**ImageClassifier.checks,
-              "width": predicate_parser(lambda v: is_number(v) and 0 < v <= 4, "a number in (0, 4]"),
-              "stem": choice_check("auto", "imagenet", "small"),
-              "aux_weight": predicate_parser(lambda v: is_number(v), "a number >= 0"),
-              "dropout": predicate_parser(lambda v: is_number(v) and v < 1, "a number in [0, 1)")}
+    declared_options = [
+        model_option("width", width_scale, 1.0, "factor of every layer's channel count (0.0625 in the tests)"),
+        model_option("stem", choice("auto", "imagenet", "small"), "auto",
+                     "imagenet: conv7x7/2 and max pooling; small: one conv3x3; auto: small under 64 pixels"),
+        model_option("aux_weight", non_negative_float, 0.3, "weight of each auxiliary classifier's loss in training"),
+        model_option("dropout", unit_interval, 0.4, "dropout probability before the main classifier (0: none)"),
+    ]
+    defaults = {"data": "hickle", "input_size": 224, "n_classes": 1000, "batch_size": 32, "lr": 0.01,
+                "momentum": 0.9, "weight_decay": 0.0002, "n_epochs": 90, "lr_decay_epochs": "30,60,80",
+                "prefetch": True}
     data_choices = ("hickle", "synthetic")
 
     def channels(self, n: int) -> int:

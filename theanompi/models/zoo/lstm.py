@@ -40,39 +40,46 @@ import pytensor
 
 import theanompi.nn as L
 from theanompi.core.errors import ConfigError
-from theanompi.core.options import predicate_parser
-from theanompi.models.base import ClassifierModel
+from theanompi.core.options import (
+    boolean,
+    choice,
+    int_at_least,
+    model_option,
+    non_negative_float,
+    non_negative_int,
+    positive_int,
+)
 from theanompi.models.data.digits import load_digits_split
+from theanompi.models.data.image_loaders import subset
 from theanompi.models.data.prefetch import PrefetchData
 from theanompi.models.data.synthetic import SyntheticData
-from theanompi.models.zoo import ImageClassifier, ImageDataOptions, choice_check, is_int, is_number, subset
+from theanompi.models.zoo import LayerClassifier
 
 
-class LSTMClassifier(ImageClassifier):
+class LSTMClassifier(LayerClassifier):
     """Sequence classifier: stacked LSTM layers, the last step's hidden state, a dense softmax layer."""
 
-    defaults = {**ClassifierModel.defaults, "data": "digits", "train_size": 0, "val_size": 0, "num_units": 64,
-                "num_layers": 1, "grad_clipping": 5.0, "seq_len": 16, "n_features": 8, "n_classes": 10,
-                "prefetch": False, "lr": 0.1, "n_epochs": 20}
-    checks = {"data": choice_check("digits", "synthetic"),
-              "train_size": predicate_parser(lambda v: is_int(v, 0), "an integer >= 0 (0: all)"),
-              "val_size": predicate_parser(lambda v: is_int(v, 0), "an integer >= 0 (0: all)"),
-              "num_units": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"),
-              "num_layers": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"),
-              "grad_clipping": predicate_parser(lambda v: is_number(v), "a number >= 0 (0: off)"),
-              "seq_len": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"),
-              "n_features": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"),
-              "n_classes": predicate_parser(lambda v: is_int(v, 2), "an integer >= 2"),
-              "prefetch": predicate_parser(lambda v: isinstance(v, bool), "true or false")}
-    data_choices = ("digits", "synthetic")
+    declared_options = [
+        model_option("data", choice("digits", "synthetic"), "digits",
+                     "digits (8x8 images read as 8 rows of 8 pixels) or synthetic sequences"),
+        model_option("train_size", non_negative_int, 0, "use only the first training sequences (0: all)"),
+        model_option("val_size", non_negative_int, 0, "use only the first validation sequences (0: all)"),
+        model_option("num_units", positive_int, 64, "hidden units of each LSTM layer"),
+        model_option("num_layers", positive_int, 1, "stacked LSTM layers"),
+        model_option("grad_clipping", non_negative_float, 5.0, "clip the gradient flowing into the gates (0: off)"),
+        model_option("seq_len", positive_int, 16, "steps of a synthetic sequence"),
+        model_option("n_features", positive_int, 8, "features of each step of a synthetic sequence"),
+        model_option("n_classes", int_at_least(2), 10, "classes of synthetic sequences (digits: 10)"),
+        model_option("prefetch", boolean, False, "load the next batch in a background thread"),
+    ]
+    defaults = {"lr": 0.1, "n_epochs": 20}
 
     @classmethod
-    def validate_options(cls, model_options: dict[str, Any]) -> dict[str, Any]:
-        hp = super(ImageDataOptions, cls).validate_options(model_options)  # ClassifierModel's (not the data check)
+    def check_options(cls, hp: dict[str, Any]) -> None:
+        super().check_options(hp)
         if hp["data"] == "digits" and hp["n_classes"] != 10:
             raise ConfigError(f"{cls.__name__}: data=digits has 10 classes; MODEL_N_CLASSES={hp['n_classes']} "
                               "is not allowed")
-        return hp
 
     def build_data(self):
         hp, c = self.hp, self.config
@@ -95,6 +102,3 @@ class LSTMClassifier(ImageClassifier):
             net = L.LSTMLayer(net, hp["num_units"], grad_clipping=hp["grad_clipping"],
                               only_return_final=i == hp["num_layers"], name=f"lstm{i}")
         return L.DenseLayer(net, self.n_outputs, nonlinearity=None, name="fc")
-
-    def lr_multiplier(self, epoch_progress: float) -> float:
-        return ClassifierModel.lr_multiplier(self, epoch_progress)

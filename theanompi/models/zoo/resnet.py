@@ -25,12 +25,11 @@ logits. EASGD's validator is the centre on the server rank, which never trains
 and so keeps the initial statistics: with EASGD use ``bn_eval=batch``
 (validate with each validation batch's own statistics).
 
-Model options (cfg ``MODEL_*``): ``depth`` (32), ``width`` (16), ``shortcut``
-(``A``/``B``), ``bn_eval`` (``running``/``batch``), the data options of
-:mod:`theanompi.models.zoo` (``data`` = ``cifar10`` (default), ``synthetic``,
-``digits``; ``augment``), ``batch_size`` (128), ``lr`` (0.1), ``momentum``
-(0.9), ``weight_decay`` (0.0001), ``n_epochs`` (164), ``lr_decay_epochs``
-(``"82,123"``: the paper's schedule, x0.1 at each).
+Model options (cfg ``MODEL_*``; ``tmlauncher --model-options theanompi.models.zoo.resnet:ResNet`` prints them
+all): ``depth`` (32), ``width`` (16), ``shortcut`` (``A``/``B``), ``bn_eval`` (``running``/``batch``), the image
+data options (:mod:`theanompi.models.data.image_options`: ``data`` = ``cifar10`` (default), ``synthetic``,
+``digits``; ``augment``), ``batch_size`` (128), ``lr`` (0.1), ``momentum`` (0.9), ``weight_decay`` (0.0001),
+``n_epochs`` (164), ``lr_decay_epochs`` (``"82,123"``: the paper's schedule, x0.1 at each).
 
 cfg to run ResNet-32 on CIFAR-10 (the paper's recipe: 164 epochs, global batch
 128 = 2 workers x 64, crops and flips)::
@@ -59,12 +58,8 @@ import pytensor.tensor as pt
 
 import theanompi.nn as L
 from theanompi.core.errors import ConfigError
-from theanompi.core.options import predicate_parser
-from theanompi.models.zoo import ImageClassifier, choice_check, is_int
-
-
-def _valid_depth(v) -> bool:
-    return is_int(v, 8) and (v - 2) % 6 == 0
+from theanompi.core.options import choice, int_of_form, model_option, positive_int
+from theanompi.models.zoo import ImageClassifier
 
 
 class ChannelPadShortcut(L.Layer):
@@ -125,13 +120,16 @@ def conv_bn(net, filters: int, size: int, stride: int, name: str, relu: bool = T
 class ResNet(ImageClassifier):
     """CIFAR ResNet of depth 6n+2 (see the module docstring)."""
 
-    defaults = {**ImageClassifier.defaults, "data": "cifar10", "depth": 32, "width": 16, "shortcut": "A",
-                "bn_eval": "running", "batch_size": 128, "lr": 0.1, "momentum": 0.9, "weight_decay": 0.0001,
+    declared_options = [
+        model_option("depth", int_of_form(6, 2), 32, "layers: 6n+2 (20, 32, 44, 56, 110, ...)"),
+        model_option("width", positive_int, 16, "channels of the first stage (doubled in each of the two others)"),
+        model_option("shortcut", choice("A", "B"), "A",
+                     "where the shape changes: A, the input subsampled and zero-padded; B, a 1x1 convolution"),
+        model_option("bn_eval", choice("running", "batch"), "running",
+                     "batch norm in validation: its running statistics, or each batch's own (EASGD's server)"),
+    ]
+    defaults = {"data": "cifar10", "batch_size": 128, "lr": 0.1, "momentum": 0.9, "weight_decay": 0.0001,
                 "n_epochs": 164, "lr_decay_epochs": "82,123"}
-    checks = {**ImageClassifier.checks,
-              "depth": predicate_parser(_valid_depth, "6n+2 for n >= 1: 8, 14, 20, 32, 44, 56, 110, ..."),
-              "width": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"), "shortcut": choice_check("A", "B"),
-              "bn_eval": choice_check("running", "batch")}
     data_choices: tuple[str, ...] = ("cifar10", "synthetic", "digits")
 
     def conv_bn(self, net, filters, stride, name, relu=True):
@@ -171,21 +169,20 @@ class ResNet(ImageClassifier):
 
 class _FixedDepth(ResNet):
     @classmethod
-    def validate_options(cls, model_options):
-        hp = super().validate_options(model_options)
+    def check_options(cls, hp):
+        super().check_options(hp)
         if hp["depth"] != cls.defaults["depth"]:
             raise ConfigError(f"{cls.__name__} has depth {cls.defaults['depth']}; for MODEL_DEPTH={hp['depth']} "
                               "use MODELCLASS=ResNet")
-        return hp
 
 
 class ResNet20(_FixedDepth):
     """ResNet-20 (269,722 parameters at width 16, the paper's 0.27M)."""
 
-    defaults = {**ResNet.defaults, "depth": 20}
+    defaults = {"depth": 20}
 
 
 class ResNet32(_FixedDepth):
     """ResNet-32 (464,154 parameters at width 16: Multiverso's benchmark network)."""
 
-    defaults = {**ResNet.defaults, "depth": 32}
+    defaults = {"depth": 32}

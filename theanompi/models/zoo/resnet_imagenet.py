@@ -16,12 +16,12 @@ benchmarks compare the same network; the paper's Caffe model strides the first 1
 Batch norm follows the CIFAR ResNet's policy (:mod:`theanompi.models.zoo.resnet`: running statistics
 pooled by ``sync_state``; ``bn_eval=batch`` for EASGD's server).
 
-Model options (cfg ``MODEL_*``): ``depth`` (50/101/152), ``blocks`` (overrides the depth's block counts,
-e.g. ``"1,1,1,1"`` for tests), ``width`` (64), ``stem`` (``auto``/``imagenet``/``small``), ``bn_eval``,
-``n_classes`` (1000), ``input_size`` (224), the data options of :mod:`theanompi.models.image_data`
-(``data`` = ``hickle`` (default) or ``synthetic``), ``batch_size`` (32), ``lr`` (0.0125 = 0.1 x 32/256),
-``momentum`` (0.9), ``weight_decay`` (0.0001), ``n_epochs`` (90), ``lr_decay_epochs`` (``"30,60,80"``),
-``prefetch`` (true).
+Model options (cfg ``MODEL_*``; ``tmlauncher --model-options theanompi.models.zoo.resnet_imagenet:ResNet50``
+prints them all): ``depth`` (50/101/152), ``blocks`` (overrides the depth's block counts, e.g. ``"1,1,1,1"`` for
+tests), ``width`` (64), ``stem`` (``auto``/``imagenet``/``small``), ``bn_eval``, ``n_classes`` (1000),
+``input_size`` (224), the image data options of :mod:`theanompi.models.data.image_options` (``data`` = ``hickle``
+(default) or ``synthetic``), ``batch_size`` (32), ``lr`` (0.0125 = 0.1 x 32/256), ``momentum`` (0.9),
+``weight_decay`` (0.0001), ``n_epochs`` (90), ``lr_decay_epochs`` (``"30,60,80"``), ``prefetch`` (true).
 
 Example
 -------
@@ -36,7 +36,7 @@ Example
 from __future__ import annotations
 
 import theanompi.nn as L
-from theanompi.models.zoo import choice_check, int_list_check, parse_int_list
+from theanompi.core.options import choice, int_list, model_option, parse_int_list, positive_int
 from theanompi.models.zoo.resnet import ResNet, conv_bn
 
 #: Bottleneck blocks per stage of each depth.
@@ -47,11 +47,17 @@ EXPANSION = 4
 class BottleneckResNet(ResNet):
     """ResNet-50/101/152 with bottleneck blocks (see the module docstring)."""
 
-    defaults = {**ResNet.defaults, "data": "hickle", "input_size": 224, "n_classes": 1000, "depth": 50,
-                "blocks": "", "width": 64, "stem": "auto", "shortcut": "B", "batch_size": 32, "lr": 0.0125,
+    declared_options = [
+        model_option("depth", choice(*BLOCKS), 50, "layers: 50, 101 or 152 (the paper's block counts)"),
+        model_option("blocks", int_list(length=4, allow_empty=True), "",
+                     "bottleneck blocks of the four stages, instead of the depth's (e.g. 1,1,1,1)"),
+        model_option("width", positive_int, 64, "channels of the first stage's bottlenecks (doubled in each stage)"),
+        model_option("stem", choice("auto", "imagenet", "small"), "auto",
+                     "imagenet: conv7x7/2 and max pooling; small: one conv3x3; auto: small under 64 pixels"),
+        model_option("shortcut", choice("B"), "B", "where the shape changes: B, a 1x1 convolution with batch norm"),
+    ]
+    defaults = {"data": "hickle", "input_size": 224, "n_classes": 1000, "batch_size": 32, "lr": 0.0125,
                 "weight_decay": 0.0001, "n_epochs": 90, "lr_decay_epochs": "30,60,80", "prefetch": True}
-    checks = {**ResNet.checks, "depth": choice_check(*BLOCKS), "blocks": int_list_check(length=4, allow_empty=True),
-              "stem": choice_check("auto", "imagenet", "small"), "shortcut": choice_check("B")}
     data_choices = ("hickle", "synthetic")
 
     @property

@@ -46,8 +46,8 @@ from __future__ import annotations
 
 import theanompi.nn as L
 from theanompi.core.errors import ConfigError
-from theanompi.core.options import predicate_parser
-from theanompi.models.zoo import ImageClassifier, choice_check, int_list_check, is_int, is_number, parse_int_list
+from theanompi.core.options import boolean, choice, int_list, model_option, parse_int_list, positive_int, unit_interval
+from theanompi.models.zoo import ImageClassifier
 
 #: Convolutions per stage of each depth.
 CONFIGS = {11: (1, 1, 2, 2, 2), 13: (2, 2, 2, 2, 2), 16: (2, 2, 3, 3, 3), 19: (2, 2, 4, 4, 4)}
@@ -56,14 +56,16 @@ CONFIGS = {11: (1, 1, 2, 2, 2), 13: (2, 2, 2, 2, 2), 16: (2, 2, 3, 3, 3), 19: (2
 class VGG(ImageClassifier):
     """VGG-11/13/16/19 (see the module docstring)."""
 
-    defaults = {**ImageClassifier.defaults, "data": "hickle", "input_size": 224, "n_classes": 1000, "depth": 16,
-                "widths": "64,128,256,512,512", "fc_width": 4096, "dropout": 0.5, "batch_norm": False,
-                "batch_size": 64, "lr": 0.01, "momentum": 0.9, "weight_decay": 0.0005, "n_epochs": 74,
-                "lr_decay_epochs": "30,60", "prefetch": True}
-    checks = {**ImageClassifier.checks, "depth": choice_check(*CONFIGS), "widths": int_list_check(length=5),
-              "fc_width": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"),
-              "dropout": predicate_parser(lambda v: is_number(v) and v < 1, "a number in [0, 1)"),
-              "batch_norm": predicate_parser(lambda v: isinstance(v, bool), "true or false")}
+    declared_options = [
+        model_option("depth", choice(*CONFIGS), 16, "weight layers: 11, 13, 16 or 19 (the paper's A, B, D, E)"),
+        model_option("widths", int_list(length=5), "64,128,256,512,512", "channels of the five stages"),
+        model_option("fc_width", positive_int, 4096, "units of each of the two hidden dense layers"),
+        model_option("dropout", unit_interval, 0.5, "dropout probability after each hidden dense layer (0: none)"),
+        model_option("batch_norm", boolean, False, "batch norm after every convolution (VGG-BN)"),
+    ]
+    defaults = {"data": "hickle", "input_size": 224, "n_classes": 1000, "batch_size": 64, "lr": 0.01,
+                "momentum": 0.9, "weight_decay": 0.0005, "n_epochs": 74, "lr_decay_epochs": "30,60",
+                "prefetch": True}
     data_choices = ("hickle", "synthetic")
 
     def build_layers(self, net):

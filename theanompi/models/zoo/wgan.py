@@ -100,7 +100,6 @@ Example
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -113,14 +112,25 @@ import theanompi.nn as L
 from theanompi.backend import arrays
 from theanompi.backend.compute import default_compute
 from theanompi.core.errors import ConfigError
-from theanompi.core.options import predicate_parser
-from theanompi.models.base import ClassifierModel
+from theanompi.core.options import (
+    choice,
+    directory_path,
+    int_list,
+    model_option,
+    non_negative_int,
+    parse_int_list,
+    positive_float,
+    positive_int,
+    unit_interval,
+)
 from theanompi.models.contract import WorkerConfig
 from theanompi.models.data.base import ShardedArrayData
 from theanompi.models.data.cifar10 import load_cifar10
 from theanompi.models.data.digits import load_digits_split
+from theanompi.models.data.image_loaders import subset
 from theanompi.models.data.mnist import load_mnist
-from theanompi.models.zoo import choice_check, int_list_check, is_int, is_number, parse_int_list, subset
+from theanompi.models.hyperparams import ClassifierHyperParams
+from theanompi.models.model_options import HasModelOptions
 
 if TYPE_CHECKING:
     from pytensor.tensor.variable import TensorVariable
@@ -144,42 +154,45 @@ def load_gan_images(kind: str, data_dir: str, dtype: str):
     return (xt.astype(dtype) / np.asarray(255, dtype), yt), (xv.astype(dtype) / np.asarray(255, dtype), yv)
 
 
-class WGAN:
+class WGAN(HasModelOptions):
     """Wasserstein GAN (or, with ``loss=least_squares``, LSGAN): critic + generator, RMSProp, n_critic."""
 
-    defaults: dict[str, Any] = {"batch_size": 64, "lr": 0.0002, "rho": 0.9, "clip": 0.1, "n_critic": 5,
-                                "z_dim": 16, "critic_hidden": "128,128", "gen_hidden": "128,128", "train_size": 0,
-                                "val_size": 0, "n_epochs": 30, "loss": "wasserstein", "arch": "mlp",
-                                "widths": "64,128", "fc_width": 1024, "data": "digits", "data_dir": ""}
-    checks = {
-        "rho": predicate_parser(lambda v: is_number(v) and v < 1, "a number in [0, 1)"),
-        "clip": predicate_parser(lambda v: is_number(v) and v > 0, "a number > 0"),
-        "n_critic": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"),
-        "z_dim": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"),
-        "critic_hidden": int_list_check(), "gen_hidden": int_list_check(),
-        "train_size": predicate_parser(lambda v: is_int(v, 0), "an integer >= 0 (0: all)"),
-        "val_size": predicate_parser(lambda v: is_int(v, 0), "an integer >= 0 (0: all)"),
-        "loss": choice_check("wasserstein", "least_squares"), "arch": choice_check("mlp", "dcgan"),
-        "widths": int_list_check(length=2), "fc_width": predicate_parser(lambda v: is_int(v, 1), "an integer >= 1"),
-        "data": choice_check("digits", "mnist", "cifar10"),
-        "data_dir": predicate_parser(lambda v: isinstance(v, str), "a directory path"),
-    }
-    #: Unknown names and bad values end with a ConfigError at launch (ClassifierModel's checks).
-    _validate_values = inspect.getattr_static(ClassifierModel, "validate_options")  # the classmethod, bound here
+    declared_options = [
+        ClassifierHyperParams.option_table["batch_size"].with_default(64),
+        model_option("lr", positive_float, 0.0002, "RMSProp's learning rate"),
+        model_option("rho", unit_interval, 0.9, "RMSProp's decay of the mean squared gradient"),
+        model_option("clip", positive_float, 0.1, "the critic's weights are clipped to [-clip, clip] (wasserstein)"),
+        model_option("n_critic", positive_int, 5, "critic steps per generator step"),
+        model_option("z_dim", positive_int, 16, "dimensions of the generator's noise"),
+        model_option("critic_hidden", int_list(), "128,128", "arch=mlp: units of the critic's hidden layers"),
+        model_option("gen_hidden", int_list(), "128,128", "arch=mlp: units of the generator's hidden layers"),
+        model_option("train_size", non_negative_int, 0, "use only the first training images (0: all)"),
+        model_option("val_size", non_negative_int, 0, "use only the first validation images (0: all)"),
+        ClassifierHyperParams.option_table["n_epochs"].with_default(30),
+        model_option("loss", choice("wasserstein", "least_squares"), "wasserstein",
+                     "wasserstein (WGAN) or least_squares (LSGAN, no clipping)"),
+        model_option("arch", choice("mlp", "dcgan"), "mlp", "the networks: dense layers or DCGAN's convolutions"),
+        model_option("widths", int_list(length=2), "64,128", "arch=dcgan: channels of the critic's two convolutions"),
+        model_option("fc_width", positive_int, 1024, "arch=dcgan: units of the dense layer of each network"),
+        model_option("data", choice("digits", "mnist", "cifar10"), "digits",
+                     "the images: digits (no download), mnist or cifar10 (MODEL_DATA_DIR)"),
+        model_option("data_dir", directory_path, "",
+                     "directory of mnist.npz / mnist.pkl.gz or the CIFAR-10 python batches (default: the "
+                     "environment's MODEL_DATA_DIR)"),
+    ]
 
     EPS = 1e-6
 
     @classmethod
-    def validate_options(cls, model_options: dict[str, Any]) -> dict[str, Any]:
-        """ClassifierModel's checks of each value, then the data directory (checked at launch)."""
-        hp = cls._validate_values.__func__(cls, model_options)
+    def check_options(cls, hp: dict[str, Any]) -> None:
+        """The data directory (checked at launch)."""
+        super().check_options(hp)
         if hp["data"] != "digits":
             if not hp["data_dir"]:
                 raise ConfigError(f"{cls.__name__}: data={hp['data']} needs MODEL_DATA_DIR (in the cfg or the "
                                   "environment); or use MODEL_DATA=digits")
             if not Path(hp["data_dir"]).is_dir():
                 raise ConfigError(f"{cls.__name__}: MODEL_DATA_DIR={hp['data_dir']!r} is not a directory")
-        return hp
 
     def __init__(self, config: WorkerConfig) -> None:
         self.config = config
@@ -394,4 +407,4 @@ class WGAN:
 class LSGAN(WGAN):
     """Least-squares GAN (Mao et al. 2017): :class:`WGAN`'s networks and loop with ``loss=least_squares``."""
 
-    defaults = {**WGAN.defaults, "loss": "least_squares", "lr": 0.0001}
+    defaults = {"loss": "least_squares", "lr": 0.0001}
