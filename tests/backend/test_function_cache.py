@@ -201,3 +201,16 @@ def test_conv_batch_norm_pool_network_is_cached_and_loads_to_the_same_step(priva
 
 
 
+
+def test_an_entry_of_this_graph_naming_code_is_refused_and_replaced(private_cache, tmp_path, caplog):
+    """In the user's own cache too, an entry whose pickle names a global beyond what a compiled graph is made of
+    (the safe loader's graph allow-list) is never unpickled: the function is compiled again and stored there."""
+    fc.cached_function(*small_graph())
+    (path,) = private_cache.glob("*.pkl")
+    path.write_bytes(ENTRY_MAGIC + path.stem.encode() + b"\n" + pickle.dumps(Payload(tmp_path / "payload-ran")))
+    inputs, outputs, updates = small_graph()
+    f = fc.cached_function(inputs, outputs, updates)
+    assert float(f(np.ones((1, 3), dtype="float32"))[0]) == 9.0
+    assert not (tmp_path / "payload-ran").exists()
+    assert f"cannot use {path} (refusing to unpickle" in caplog.text and ".system'" in caplog.text
+    assert read_entry(path, path.stem) is not None

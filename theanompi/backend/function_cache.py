@@ -15,7 +15,8 @@ graph loads it and only links the C thunks. Two halves:
   pickles bound to the graph's own shared variables, pruning.
 
 Only C-backend functions are cached (``mode=None``). An entry of another graph, of
-an older format or damaged is compiled again and replaced, with a warning naming it; a directory, FIFO or link in an
+an older format, damaged, or naming a global the safe loader refuses is compiled
+again and replaced, with a warning naming it; a directory, FIFO or link in an
 entry's place is left alone and the function compiled without the cache.
 ``THEANOMPI_FUNCTION_CACHE=off`` turns it off.
 
@@ -46,7 +47,7 @@ from theanompi.backend.function_store import (
     store_function,
     unpickle_function,
 )
-from theanompi.backend.graph_signature import Uncacheable, graph_signature
+from theanompi.backend.graph_signature import Uncacheable, graph_packages, graph_signature
 from theanompi.backend.march_flags import use_remembered_march_flags
 from theanompi.backend.module_preload import module_dirs, preload_modules
 from theanompi.backend.pytensor_config import FUNCTION_CACHE_ENV
@@ -81,7 +82,7 @@ def cached_function(inputs: Sequence, outputs, updates=None, mode=None, trust_in
         return compile_here()
     path = cache_dir() / f"{key}{'-trusted' if trust_input else ''}.pkl"
     try:
-        fn = _from_cache(path, shared, len(inputs))
+        fn = _from_cache(path, shared, len(inputs), graph_packages(outs, updates))
     except UnusableEntry as why:
         log.warning("function cache: %s is not used (%s); compiling without the cache", path, why)
         return compile_here()
@@ -95,9 +96,10 @@ def cached_function(inputs: Sequence, outputs, updates=None, mode=None, trust_in
     return fn
 
 
-def _from_cache(path: Path, shared: list, n_inputs: int):
-    """The function stored in ``path``, bound to ``shared``; None when there is none, or when the entry is stale
-    or damaged (it is replaced then). :class:`UnusableEntry` for an entry that must not be read."""
+def _from_cache(path: Path, shared: list, n_inputs: int, packages: frozenset[str]):
+    """The function stored in ``path``, bound to ``shared``; None when there is none, or when the entry is stale,
+    damaged or names a global the safe loader refuses (it is replaced then). :class:`UnusableEntry` for an entry
+    that must not be read. ``packages``: those of the graph's ops (:func:`graph_packages`)."""
     try:
         blob = read_entry(path, path.stem)
     except StaleEntry as why:
@@ -106,10 +108,10 @@ def _from_cache(path: Path, shared: list, n_inputs: int):
     if blob is None:
         return None
     try:
-        maker, modules = unpickle_function(blob, shared)
+        maker, modules = unpickle_function(blob, shared, packages, source=str(path))
         if len(maker.inputs) - sum(1 for i in maker.inputs if i.shared) != n_inputs:
             raise ValueError("the stored function has other inputs")
-        usable = preload_modules(modules)  # pytensor then skips reading its whole compile directory
+        usable = preload_modules(modules, packages)  # pytensor then skips reading its whole compile directory
         fn = maker.create()
         if usable < len(modules):  # a module was removed or replaced: store the ones used now
             try:

@@ -9,7 +9,9 @@ its C modules. An entry is :data:`ENTRY_MAGIC`, its key, then the pickle
 The shared variables are not stored: :func:`pickle_function` writes their
 containers as references to their position in the graph, and
 :func:`unpickle_function` binds them to the containers of the graph being
-compiled, so the loaded function reads and updates the model's own parameters.
+compiled, so the loaded function reads and updates the model's own parameters. It
+reads with the safe loader, resolving only what a compiled graph names
+(:mod:`theanompi.backend.graph_pickles`).
 
 The store is trusted like pytensor's compile directory: it lives in the user's own
 cache directory, used only when that directory and everything in it is the user's
@@ -41,13 +43,14 @@ import logging
 import os
 import pickle
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from pytensor.graph.destroyhandler import DestroyHandler
 from pytensor.graph.fg import FunctionGraph
 from pytensor.graph.utils import Scratchpad
 
+from theanompi.backend.graph_pickles import graph_unpickler
 from theanompi.backend.graph_signature import ordered_nodes
 from theanompi.backend.pytensor_config import cache_root
 from theanompi.core.private_paths import make_private_dir, untrusted_entry
@@ -197,23 +200,12 @@ def pickle_function(maker, shared: list, modules: Sequence[str] = ()) -> bytes:
     return buffer.getvalue()
 
 
-class _Unpickler(pickle.Unpickler):
-    """Binds the pickled positions to the containers of the graph being compiled."""
-
-    def __init__(self, file, containers: list):
-        super().__init__(file)
-        self.containers = containers
-
-    def persistent_load(self, pid):
-        kind, k = pid
-        if kind != SHARED_CONTAINER or not 0 <= k < len(self.containers):
-            raise pickle.UnpicklingError(f"unknown reference {pid!r}")
-        return self.containers[k]
-
-
-def unpickle_function(blob: bytes, shared: list):
-    """(maker, module entries) of :func:`pickle_function`, the maker bound to ``shared``'s containers."""
-    _, maker, modules = _Unpickler(io.BytesIO(blob), [v.container for v in shared]).load()
+def unpickle_function(blob: bytes, shared: list, packages: Iterable[str] = (), source: str = "<entry>"):
+    """(maker, module entries) of :func:`pickle_function`, the maker bound to ``shared``'s containers; read by the
+    safe loader (what pytensor, theanompi and ``packages`` define, :mod:`theanompi.backend.graph_pickles`)."""
+    references = {(SHARED_CONTAINER, k): v.container for k, v in enumerate(shared)}
+    _, maker, modules = graph_unpickler(io.BytesIO(blob), source=source, packages=packages,
+                                        references=references).load()
     return maker, modules
 
 

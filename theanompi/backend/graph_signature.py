@@ -10,6 +10,10 @@ not in it: a function computes the same for any parameter values. A graph it can
 describe exactly (an op property it has no rule for, an inner graph such as Scan's)
 raises :class:`Uncacheable`.
 
+:func:`graph_packages` names the packages that define the graph's ops and types:
+a function stored for this graph may name their classes
+(:mod:`theanompi.backend.graph_pickles`).
+
 Example
 -------
 >>> import numpy as np, pytensor, pytensor.tensor as pt
@@ -20,6 +24,8 @@ Example
 (64, True)
 >>> graph_signature([x], [x * w], [(w, w + 2)])[0] == key
 False
+>>> sorted(graph_packages([x * w], [(w, w + 1)]))
+['pytensor']
 """
 
 from __future__ import annotations
@@ -269,3 +275,14 @@ def environment() -> str:
     flags = "; ".join(f"{name}={getattr(config, name, None)!s}" for name in CONFIG_FLAGS)
     return f"{_ENVIRONMENT[0]}; {flags}"
 
+
+def graph_packages(outputs: Sequence, updates=None) -> frozenset[str]:
+    """The top-level packages that define the ops (and their scalar ops) and the types of the graph of ``outputs``
+    and ``updates``' new values."""
+    roots = [o.variable if isinstance(o, Out) else o for o in outputs] + [value for _, value in update_pairs(updates)]
+    found = set()
+    for node in ordered_nodes(roots):
+        for part in (node.op, getattr(node.op, "scalar_op", None), *(v.type for v in node.outputs)):
+            if part is not None:
+                found.add(type(part).__module__.partition(".")[0])
+    return frozenset(found)
