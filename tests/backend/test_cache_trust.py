@@ -25,7 +25,8 @@ import pytensor.tensor as pt
 import pytest
 from conftest import ROOT
 
-from theanompi.backend import function_cache as fc
+from theanompi.backend.function_store import ENTRY_MAGIC
+from theanompi.backend.graph_signature import graph_signature
 from theanompi.backend.pytensor_config import pytensorrc_text
 
 PROBE = """
@@ -53,7 +54,7 @@ def probe_key() -> str:
     with pytensor.config.change_flags(mode="FAST_COMPILE"):
         x = pt.vector("x", dtype="float32")
         w = pytensor.shared(np.float32(2.0), name="w")
-        return fc.graph_signature([x], [x * w])[0]
+        return graph_signature([x], [x * w])[0]
 
 
 def plant(cache: Path, markers: Path) -> dict[str, Path]:
@@ -61,7 +62,7 @@ def plant(cache: Path, markers: Path) -> dict[str, Path]:
     (cache / "functions").mkdir(parents=True)
     key = probe_key()
     entry = cache / "functions" / f"{key}.pkl"
-    entry.write_bytes(fc.ENTRY_MAGIC + key.encode() + b"\n" + pickle.dumps(Payload(markers / "entry-ran")))
+    entry.write_bytes(ENTRY_MAGIC + key.encode() + b"\n" + pickle.dumps(Payload(markers / "entry-ran")))
     compiler = markers / "evil-g++"
     compiler.write_text(f"#!/bin/sh\ntouch {markers / 'compiler-ran'}\nexec g++ \"$@\"\n")
     compiler.chmod(0o755)

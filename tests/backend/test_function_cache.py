@@ -1,24 +1,26 @@
-"""The disk cache of compiled functions: the key follows the graph's structure (and nothing else), a
-loaded function computes exactly what a fresh compile does on the model's own shared variables, and every
-odd case (an indescribable graph, a damaged entry, the cache turned off) compiles as usual."""
+"""The disk cache of compiled functions: a loaded function computes exactly what a fresh compile does on the
+model's own shared variables, and every odd case (an indescribable graph, a damaged entry, the cache turned off)
+compiles as usual. The key's own tests: test_graph_signature.py; the store's: test_function_store.py."""
 
 from __future__ import annotations
 
-import inspect
-import json
 import os
 import pickle
-import subprocess
 import sys
 
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
 import pytest
-from conftest import ROOT
+from conftest import ASSETS
+
+sys.path.insert(0, str(ASSETS))
+from function_graphs import small_graph
 
 import theanompi.nn as L
 from theanompi.backend import function_cache as fc
+from theanompi.backend.function_store import ENTRY_MAGIC, read_entry
+from theanompi.backend.graph_signature import Uncacheable, graph_signature
 from theanompi.models.contract import WorkerConfig
 from theanompi.models.mlp import MLP
 from theanompi.session.recorder import Recorder
@@ -34,45 +36,6 @@ def private_cache(tmp_path, monkeypatch):
 
 def entries(directory) -> list[str]:
     return sorted(p.name for p in directory.glob("*.pkl")) if directory.exists() else []
-
-
-def small_graph(momentum=0.9, dtype="float32", shape=(None, 3)):
-    x = pt.tensor("x", dtype=dtype, shape=shape)
-    w = pytensor.shared(np.ones(3, dtype=dtype), name="w")
-    v = pytensor.shared(np.zeros(3, dtype=dtype), name="v")
-    loss = ((x @ w) ** 2).mean()
-    v_new = momentum * v - 0.1 * pytensor.grad(loss, w)
-    return [x], [loss], [(v, v_new), (w, w + v_new)]
-
-
-def key_of(*args, **kwargs) -> str:
-    return fc.graph_signature(*small_graph(*args, **kwargs))[0]
-
-
-def test_key_is_the_same_for_the_same_graph_built_twice_and_in_another_process():
-    probe = ("import numpy as np, pytensor, pytensor.tensor as pt\n"
-             "from theanompi.backend import function_cache as fc\n"
-             f"{inspect.getsource(small_graph)}\n{inspect.getsource(key_of)}\nprint(key_of())")
-    keys = {key_of(), key_of()}
-    for seed in ("1", "2"):
-        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}
-        proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, env=env,
-                              timeout=120)
-        assert proc.returncode == 0, proc.stderr
-        keys.add(proc.stdout.strip().splitlines()[-1])
-    assert len(keys) == 1, keys
-
-
-@pytest.mark.parametrize("change", [{"momentum": 0.5}, {"dtype": "float64"}, {"shape": (4, 3)}])
-def test_key_changes_with_a_constant_a_dtype_or_a_static_shape(change):
-    assert key_of(**change) != key_of()
-
-
-def test_key_changes_with_the_updates_and_the_borrow_flag():
-    inputs, outputs, updates = small_graph()
-    base = fc.graph_signature(inputs, outputs, updates)[0]
-    assert fc.graph_signature(inputs, outputs, updates[:1])[0] != base
-    assert fc.graph_signature(inputs, [pytensor.Out(outputs[0], borrow=True)], updates)[0] != base
 
 
 def test_loaded_function_updates_the_callers_own_shared_variables(private_cache):
@@ -136,8 +99,8 @@ def test_default_updates_of_a_loaded_function_advance_the_callers_random_state(p
 def test_a_graph_it_cannot_describe_compiles_without_the_cache(private_cache):
     x = pt.vector("x")
     squares = pytensor.scan(lambda v: v ** 2, sequences=[x], return_updates=False)
-    with pytest.raises(fc.Uncacheable, match="inner graph"):
-        fc.graph_signature([x], [squares])
+    with pytest.raises(Uncacheable, match="inner graph"):
+        graph_signature([x], [squares])
     f = fc.cached_function([x], squares)
     np.testing.assert_allclose(f(np.arange(3, dtype=x.dtype)), [0, 1, 4])
     assert entries(private_cache) == []
@@ -163,7 +126,7 @@ def _replace_entry(path, how, marker):
     """Put ``how``'s bad entry where ``path`` is (its entry was stored); returns whether it is replaced later."""
     path.unlink()
     if how == "damaged":
-        path.write_bytes(fc.ENTRY_MAGIC + path.stem.encode() + b"\n" + b"not a pickle")
+        path.write_bytes(ENTRY_MAGIC + path.stem.encode() + b"\n" + b"not a pickle")
     elif how == "of an older format (a bare pickle of code)":
         path.write_bytes(pickle.dumps(Payload(marker)))
     elif how == "another graph's, same inputs":
@@ -176,10 +139,10 @@ def _replace_entry(path, how, marker):
         os.mkfifo(path)
     elif how == "a link to a file elsewhere":
         target = path.parent.parent / "elsewhere.pkl"
-        target.write_bytes(fc.ENTRY_MAGIC + path.stem.encode() + b"\n" + pickle.dumps(Payload(marker)))
+        target.write_bytes(ENTRY_MAGIC + path.stem.encode() + b"\n" + pickle.dumps(Payload(marker)))
         path.symlink_to(target)
     elif how == "owned by another user, with code in it":
-        path.write_bytes(fc.ENTRY_MAGIC + path.stem.encode() + b"\n" + pickle.dumps(Payload(marker)))
+        path.write_bytes(ENTRY_MAGIC + path.stem.encode() + b"\n" + pickle.dumps(Payload(marker)))
         os.chown(path, 54321, -1)
     return how in ("damaged", "of an older format (a bare pickle of code)", "another graph's, same inputs")
 
@@ -202,7 +165,7 @@ def test_an_entry_that_is_not_this_functions_is_never_used(private_cache, tmp_pa
     assert not (tmp_path / "payload-ran").exists()
     assert str(path) in caplog.text and ("cannot use" if replaced else "is not used") in caplog.text
     if replaced:
-        assert fc.read_entry(path, path.stem) is not None  # the right function is stored there now
+        assert read_entry(path, path.stem) is not None  # the right function is stored there now
     else:
         assert not path.is_file() or path.is_symlink() or path.stat().st_uid == 54321  # left alone
 
@@ -211,13 +174,6 @@ def test_other_modes_are_not_cached(private_cache):
     inputs, outputs, updates = small_graph()
     fc.cached_function(inputs, outputs, updates, mode="FAST_COMPILE")
     assert entries(private_cache) == []
-
-
-def test_uncacheable_descriptions_name_their_reason():
-    with pytest.raises(fc.Uncacheable, match="lambda"):
-        fc.describe({"f": lambda: 1})
-    assert fc.describe({"b": 2, "a": (1, 2.5)}) == fc.describe({"a": (1, 2.5), "b": 2})
-    assert json.dumps(fc.describe(np.arange(3)))  # a printable, stable string
 
 
 def test_conv_batch_norm_pool_network_is_cached_and_loads_to_the_same_step(private_cache):
@@ -244,20 +200,17 @@ def test_conv_batch_norm_pool_network_is_cached_and_loads_to_the_same_step(priva
         np.testing.assert_array_equal(a, b)  # weights and the running averages moved alike
 
 
-def test_a_deep_graph_pickles_without_deep_recursion():
-    """Nodes are written inputs first, so pickle's recursion does not follow the graph's depth."""
-    x = pt.matrix("x")
-    w = pytensor.shared(np.eye(3, dtype=x.dtype) * 2, name="w")
-    h = x
-    for _ in range(600):
-        h = pt.dot(h, w) * np.asarray(0.5, dtype=x.dtype)  # 1,200 nodes deep before rewriting
-    f = pytensor.function([x], h)
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(300)
-    try:
-        blob = fc._dump(f.maker, [w])
-    finally:
-        sys.setrecursionlimit(limit)
-    loaded = fc._load(blob, [w])[0].create()
-    ones = np.ones((2, 3), dtype=x.dtype)
-    np.testing.assert_allclose(loaded(ones), f(ones))
+
+
+def test_an_entry_of_this_graph_naming_code_is_refused_and_replaced(private_cache, tmp_path, caplog):
+    """In the user's own cache too, an entry whose pickle names a global beyond what a compiled graph is made of
+    (the safe loader's graph allow-list) is never unpickled: the function is compiled again and stored there."""
+    fc.cached_function(*small_graph())
+    (path,) = private_cache.glob("*.pkl")
+    path.write_bytes(ENTRY_MAGIC + path.stem.encode() + b"\n" + pickle.dumps(Payload(tmp_path / "payload-ran")))
+    inputs, outputs, updates = small_graph()
+    f = fc.cached_function(inputs, outputs, updates)
+    assert float(f(np.ones((1, 3), dtype="float32"))[0]) == 9.0
+    assert not (tmp_path / "payload-ran").exists()
+    assert f"cannot use {path} (refusing to unpickle" in caplog.text and ".system'" in caplog.text
+    assert read_entry(path, path.stem) is not None

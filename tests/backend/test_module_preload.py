@@ -81,3 +81,25 @@ def test_an_unexpected_pytensor_registers_nothing_and_says_why(monkeypatch, capl
     with caplog.at_level("WARNING", logger="theanompi.backend.module_preload"):
         assert module_preload.preload_modules(["tmpabc"]) == 0
     assert "not what this version expects (AttributeError" in caplog.text
+
+
+def test_a_module_key_naming_code_is_not_registered_and_never_runs(tmp_path):
+    """A key.pkl is read with the safe loader (what a compiled graph names): one that names os.system is skipped."""
+    import os
+    import pickle
+    from types import SimpleNamespace
+
+    from theanompi.backend import module_preload
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp_path / 'payload-ran'}",))
+
+    root = tmp_path / "tmpabc"
+    root.mkdir()
+    (root / "tmpabc.so").write_bytes(b"")
+    (root / "key.pkl").write_bytes(pickle.dumps(Payload()))
+    cache = SimpleNamespace(age_thresh_use=float("inf"), module_hash_to_key_data={}, entry_from_key={},
+                            similar_keys={}, loaded_key_pkl=set())
+    assert module_preload._register(cache, str(root), ()) is False
+    assert not (tmp_path / "payload-ran").exists() and cache.loaded_key_pkl == set()

@@ -11,7 +11,8 @@ import pytest
 from conftest import ROOT
 
 from theanompi.core.errors import ConfigError
-from theanompi.core.safe_io import UnsafeFileError, atomic_write, atomic_write_text, load_hickle, save_hickle_atomically
+from theanompi.core.safe_io import atomic_write, atomic_write_text, save_hickle_atomically
+from theanompi.core.safe_load import UnsafeFileError, load_hickle
 
 HITS = []
 
@@ -187,7 +188,7 @@ def test_no_path_through_hickle_runs_a_payload(tmp_path, how):
     modules.mkdir()
     for name, text in LEGACY_V3_MODULES.items():
         (modules / name).write_text(text)
-    code = ("import sys\nfrom theanompi.core.safe_io import UnsafeFileError, load_hickle\n"
+    code = ("import sys\nfrom theanompi.core.safe_load import UnsafeFileError, load_hickle\n"
             "try:\n    load_hickle(sys.argv[1])\nexcept UnsafeFileError as err:\n    print(err)\n    sys.exit(3)\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(modules)])}
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "ckpt.hkl")], env=env, capture_output=True,

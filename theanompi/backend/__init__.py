@@ -4,8 +4,10 @@
 * :mod:`~theanompi.backend.compute` -- the compute modes (``COMPUTE=c``: C code; ``COMPUTE=jax``: JAX mode with the
   parameters on the device) and keeping shared variables on a device;
 * :mod:`~theanompi.backend.arrays` -- which memory an array lives in (NumPy, JAX, CuPy) and moving it;
-* :mod:`~theanompi.backend.function_cache`, :mod:`~theanompi.backend.module_preload`,
-  :mod:`~theanompi.backend.march_flags` -- compiling once per machine, not once per process;
+* :mod:`~theanompi.backend.function_cache` (the key: :mod:`~theanompi.backend.graph_signature`; the entries on disk:
+  :mod:`~theanompi.backend.function_store`; what their pickles may name: :mod:`~theanompi.backend.graph_pickles`),
+  :mod:`~theanompi.backend.module_preload`, :mod:`~theanompi.backend.march_flags` -- compiling once per machine, not
+  once per process;
 * :mod:`~theanompi.backend.ops` -- the convolution, pooling, batch-norm and momentum Ops with their C sources, and
   their JAX implementations (:mod:`~theanompi.backend.ops.jax_dispatch`).
 

@@ -6,7 +6,8 @@ while it does. That takes ~1 ms per module: ~1 s per rank for a directory of
 ~1,000 modules (the test suite's), and ranks that start together wait for each
 other's turn at the lock. A function loaded from :mod:`theanompi.backend.function_cache`
 already knows which modules its thunks use (:func:`module_dirs`, stored with it), so
-:func:`preload_modules` reads only their ``key.pkl`` files, registers them in
+:func:`preload_modules` reads only their ``key.pkl`` files (with the safe loader: what a
+compiled graph names, :mod:`theanompi.backend.graph_pickles`), registers them in
 pytensor's module cache as its own refresh would, and creates that cache without
 the full refresh if no one has created it yet.
 
@@ -35,12 +36,13 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import pickle
 import time
 from collections.abc import Iterable
 
 import pytensor
 from pytensor.link.c import cmodule
+
+from theanompi.backend.graph_pickles import graph_unpickler
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +79,9 @@ def _clean_up_if_refreshed(cache) -> None:
         cache._on_atexit()
 
 
-def _register(cache, root: str) -> bool:
-    """Register the module in ``root`` as ``ModuleCache.refresh`` would; False if it is not usable."""
+def _register(cache, root: str, packages: tuple[str, ...]) -> bool:
+    """Register the module in ``root`` as ``ModuleCache.refresh`` would; False if it is not usable (its key names
+    a global beyond what :func:`graph_unpickler` resolves with ``packages``, too)."""
     from pytensor.link.c.cmodule import (  # noqa: PLC0415 - pytensor internals: preload_modules catches a move
         KeyData,
         get_safe_part,
@@ -92,7 +95,7 @@ def _register(cache, root: str) -> bool:
         if time.time() - last_access_time(entry) >= cache.age_thresh_use:
             return False  # pytensor no longer uses it (and may delete it)
         with open(key_pkl, "rb") as f:
-            key_data = pickle.load(f)
+            key_data = graph_unpickler(f, source=key_pkl, packages=packages).load()
     except Exception as err:  # as pytensor's refresh: an unreadable entry is skipped
         log.debug("module preload: skipping %s (%s)", root, err)
         return False
@@ -112,8 +115,11 @@ def _register(cache, root: str) -> bool:
     return True
 
 
-def preload_modules(names: Iterable[str]) -> int:
+def preload_modules(names: Iterable[str], packages: Iterable[str] = ()) -> int:
     """Register the modules in these compile-directory entries with pytensor; return how many it knows now.
+
+    ``packages``: those of the function's ops besides pytensor and theanompi, whose classes its modules' keys name
+    (:func:`theanompi.backend.graph_signature.graph_packages`).
 
     Fewer than ``len(names)`` means some entry was not usable (pytensor will look for those modules itself).
 
@@ -122,14 +128,14 @@ def preload_modules(names: Iterable[str]) -> int:
     pytensor finds the modules its own (slower) way.
     """
     try:
-        return _preload(list(names))
+        return _preload(list(names), tuple(packages))
     except Exception as err:  # an internal of pytensor moved: fall back to pytensor's own lookup
         log.warning("module preload: pytensor's module cache is not what this version expects (%s: %s); "
                     "pytensor will read its whole compile directory", type(err).__name__, err)
         return 0
 
 
-def _preload(names: list[str]) -> int:
+def _preload(names: list[str], packages: tuple[str, ...]) -> int:
     from pytensor.compile.compilelock import lock_ctx  # noqa: PLC0415 - internals: preload_modules catches a move
 
     cache = _module_cache_without_refresh()
@@ -139,6 +145,6 @@ def _preload(names: list[str]) -> int:
     added = 0
     if new_roots:
         with lock_ctx():  # as refresh: key.pkl files are written under this lock
-            added = sum(_register(cache, root) for root in new_roots)
+            added = sum(_register(cache, root, packages) for root in new_roots)
         cache._theanompi_preloaded = getattr(cache, "_theanompi_preloaded", 0) + added
     return len(roots) - len(new_roots) + added

@@ -32,12 +32,11 @@ import numpy as np
 
 from theanompi.core.errors import ConfigError
 from theanompi.core.safe_io import (
-    UnsafeFileError,
     atomic_write_text,
-    load_hickle,
     save_hickle_atomically,
     temporary_path,  # noqa: F401 (docstring example)
 )
+from theanompi.core.safe_load import UnsafeFileError, load_hickle
 
 log = logging.getLogger("theanompi")
 

@@ -13,13 +13,8 @@ sys.path.insert(0, str(ASSETS))
 from cifar_format import Py2Pickler, official_bytes  # noqa: F401
 
 from theanompi.core.errors import ConfigError
-from theanompi.models.data.cifar10 import (
-    Cifar10Data,
-    RestrictedUnpickler,
-    UnsafePickleError,
-    load_cifar10,
-    safe_unpickle,
-)
+from theanompi.core.safe_load import RestrictedUnpickler, UnsafePickleError
+from theanompi.models.data.cifar10 import Cifar10Data, load_cifar10, safe_unpickle
 
 
 def batch_dict(data, labels, label="training batch"):

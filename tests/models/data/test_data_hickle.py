@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from theanompi.core.errors import ConfigError
-from theanompi.models.data.hickle_batches import HickleBatchData, UnsafeHickleError, read_hickle
+from theanompi.core.safe_load import UnsafeHickleError, read_hickle
+from theanompi.models.data.hickle_batches import HickleBatchData
 
 C, H, W, B = 3, 8, 10, 4
 

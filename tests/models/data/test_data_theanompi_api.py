@@ -19,7 +19,7 @@ from cifar_format import Py2Pickler
 from data_api_files import cifar_bytes, write_cifar, write_mnist_npz
 
 from theanompi.core.errors import ConfigError
-from theanompi.core.safe_io import UnsafeFileError, load_hickle
+from theanompi.core.safe_load import UnsafeFileError, load_hickle
 from theanompi.models.contract import WorkerConfig
 from theanompi.models.current_config import set_current
 from theanompi.models.data import Cifar10_data, ImageNet_data

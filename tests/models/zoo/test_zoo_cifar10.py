@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from conftest import ASSETS
 
-from theanompi.models.data.cifar10 import Cifar10Data, UnsafePickleError
+from theanompi.core.safe_load import UnsafePickleError
+from theanompi.models.data.cifar10 import Cifar10Data
 from theanompi.models.zoo.cifar10_cnn import CifarCNN
 
 if str(ASSETS) not in sys.path:

@@ -7,10 +7,11 @@ and ``test_batch`` (validation). Each file is a pickle of a dict with
 row-major 32x32 plane) and ``b'labels'`` (N ints in 0..9), plus
 ``b'batch_label'`` and ``b'filenames'``.
 
-Security: a pickle can run any callable it names, so the files are read with
-:class:`RestrictedUnpickler`, whose ``find_class`` resolves only numpy's array
-reconstruction globals (:data:`ALLOWED_GLOBALS`) and refuses every other one
-with :class:`UnsafePickleError` *before* anything is called.
+Security: a pickle can run any callable it names, so the files are read by the safe
+loader (:func:`theanompi.core.safe_load.load_pickle`), which resolves only numpy's array
+reconstruction globals (:data:`~theanompi.core.safe_load.NUMPY_ARRAY_GLOBALS`) and refuses
+every other one with :class:`~theanompi.core.safe_load.UnsafePickleError` *before* anything
+is called.
 
 :class:`Cifar10_data` is Theano-MPI's spelling (``from theanompi.models.data import
 Cifar10_data``): uint8 file batches of an 80/20 split of the training files, found in
@@ -38,8 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from theanompi.core.errors import ConfigError
-from theanompi.core.safe_io import RestrictedUnpickler as _SafeUnpickler
-from theanompi.core.safe_io import UnsafePickleError
+from theanompi.core.safe_load import NUMPY_ARRAY_GLOBALS, load_pickle
 from theanompi.models.data.base import ShardedArrayData
 from theanompi.models.data.theanompi_api import FileBatchAPI, session_data_dir, split_into_batches
 
@@ -52,57 +52,12 @@ IMAGE_SHAPE = (3, 32, 32)
 N_PIXELS = 3 * 32 * 32
 
 
-#: The only globals a CIFAR-10 batch file may reference: numpy's array reconstruction.
-ALLOWED_GLOBALS = frozenset({
-    ("numpy.core.multiarray", "_reconstruct"),  # numpy 1.x spelling (the official files)
-    ("numpy._core.multiarray", "_reconstruct"),  # numpy >= 2
-    ("numpy", "ndarray"),
-    ("numpy", "dtype"),
-    ("numpy.core.multiarray", "scalar"),  # numpy scalars, e.g. labels written as a list of np.int64
-    ("numpy._core.multiarray", "scalar"),
-})
-
-#: Python 3 writes ``bytes`` (numpy's raw array data) at protocol 2 as ``_codecs.encode(text, 'latin1')``;
-#: this global resolves to a function that does only that.
-PY3_PROTOCOL2_BYTES = ("_codecs", "encode")
-
-
-class RestrictedUnpickler(_SafeUnpickler):
-    """:class:`theanompi.core.safe_io.RestrictedUnpickler` with CIFAR-10's allow-list (numpy arrays and scalars)
-    and Python 2 string handling (``encoding='bytes'``, like the official loader).
-
-    Reads the official Python 2 files and Python 3 pickles of protocols 2 to 4
-    (protocol 2 spells bytes as ``_codecs.encode(text, 'latin1')``, resolved to a
-    function that only encodes latin1). Protocol 5 builds arrays through
-    ``numpy._core.numeric._frombuffer``, which is not allowed.
-
-    Example
-    -------
-    >>> import io, pickle
-    >>> raw = pickle.dumps({"data": np.arange(3, dtype=np.uint8), "labels": [np.int64(7)]}, protocol=2)
-    >>> out = RestrictedUnpickler(io.BytesIO(raw)).load()
-    >>> out["data"].tolist(), int(out["labels"][0])
-    ([0, 1, 2], 7)
-    """
-
-    def __init__(self, file, source: str = "<pickle>", encoding: str = "bytes"):
-        super().__init__(file, source=source, allowed=ALLOWED_GLOBALS, encoding=encoding)
-
-    def find_class(self, module: str, name: str):
-        if (module, name) == PY3_PROTOCOL2_BYTES:
-            return self._latin1_bytes
-        return super().find_class(module, name)
-
-    def _latin1_bytes(self, text, encoding: str = "latin1") -> bytes:
-        if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
-            raise UnsafePickleError(f"refusing to unpickle {self.source!r}: it calls _codecs.encode with "
-                                    f"{type(text).__name__}, {encoding!r} (only the latin1 spelling of bytes is "
-                                    "allowed)")
-        return text.encode("latin-1")
-
-
 def safe_unpickle(path) -> object:
-    """Unpickle ``path`` with :class:`RestrictedUnpickler` (``encoding='bytes'``, like the official loader).
+    """Unpickle ``path`` with the safe loader, numpy arrays only (``encoding='bytes'``, like the official loader).
+
+    Reads the official Python 2 files and Python 3 pickles of protocols 2 to 4.
+    Protocol 5 builds arrays through ``numpy._core.numeric._frombuffer``, which is
+    not allowed.
 
     Raises
     ------
@@ -113,19 +68,15 @@ def safe_unpickle(path) -> object:
 
     Example
     -------
-    >>> safe_unpickle("cifar-10-batches-py/test_batch")[b"data"].shape    # doctest: +SKIP
-    (10000, 3072)
+    >>> import os, pickle, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "data_batch_1")
+    >>> with open(path, "wb") as f:
+    ...     pickle.dump({b"data": np.arange(3, dtype=np.uint8), b"labels": [np.int64(7)]}, f, protocol=2)
+    >>> out = safe_unpickle(path)
+    >>> out[b"data"].tolist(), int(out[b"labels"][0])
+    ([0, 1, 2], 7)
     """
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"CIFAR-10 file '{path}' is missing")
-    try:
-        with open(path, "rb") as f:
-            return RestrictedUnpickler(f, source=str(path)).load()
-    except UnsafePickleError:
-        raise
-    except Exception as e:  # truncated, not a pickle, bad state for numpy, ...
-        raise ConfigError(f"CIFAR-10 file '{path}' is not a readable pickle: {type(e).__name__}: {e}") from None
+    return load_pickle(path, NUMPY_ARRAY_GLOBALS, what="CIFAR-10 file", encoding="bytes")
 
 
 def _entry(batch: dict, key: str, path: Path):

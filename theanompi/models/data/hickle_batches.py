@@ -27,7 +27,7 @@ ranks with :class:`~theanompi.models.data.base.DataClass` (common per-epoch
 shuffle of the files, padded by wrapping so every rank has ``n_batch_train``
 files); validation files are split into contiguous shards.
 
-Files are read by :mod:`theanompi.models.data.safe_hickle`, which never unpickles anything.
+Files are read by the safe loader (:func:`theanompi.core.safe_load.read_hickle`), which never unpickles anything.
 
 Example
 -------
@@ -49,8 +49,8 @@ from pathlib import Path
 import numpy as np
 
 from theanompi.core.errors import ConfigError
+from theanompi.core.safe_load import read_array, read_hickle
 from theanompi.models.data.base import ArraySpec, DataClass
-from theanompi.models.data.safe_hickle import UnsafeHickleError, read_array, read_hickle  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 

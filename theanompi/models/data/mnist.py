@@ -6,9 +6,8 @@
   ``y_test``; without ``x_val``/``y_val`` the test arrays validate, as in Keras's
   ``mnist.npz``), read with ``allow_pickle=False``;
 * ``mnist.pkl.gz``, the deeplearning.net pickle ``(train, valid, test)`` of ``(x, y)``
-  array pairs, read with the restricted unpickler of
-  :mod:`theanompi.models.data.cifar10` (numpy arrays only: a file naming any
-  other global is refused before anything runs).
+  array pairs, read by the safe loader (:func:`theanompi.core.safe_load.load_pickle`,
+  numpy arrays only: a file naming any other global is refused before anything runs).
 
 Images are 784 values, ``(28, 28)`` or ``(1, 28, 28)`` per sample, floats (kept,
 as float32) or integers (divided by 255); labels are integers in 0..9.
@@ -40,7 +39,6 @@ Example
 
 from __future__ import annotations
 
-import gzip
 import itertools
 import logging
 import zipfile
@@ -49,8 +47,8 @@ from pathlib import Path
 import numpy as np
 
 from theanompi.core.errors import ConfigError
+from theanompi.core.safe_load import NUMPY_ARRAY_GLOBALS, load_pickle
 from theanompi.models.data.base import ShardedArrayData
-from theanompi.models.data.cifar10 import RestrictedUnpickler, UnsafePickleError
 from theanompi.models.data.theanompi_api import session_config, session_data_dir
 
 log = logging.getLogger(__name__)
@@ -95,13 +93,7 @@ def _load_npz(path: Path) -> list:
 
 
 def _load_pickle(path: Path) -> list:
-    try:
-        with gzip.open(path, "rb") as f:
-            content = RestrictedUnpickler(f, source=str(path), encoding="latin1").load()
-    except UnsafePickleError:
-        raise
-    except Exception as e:  # not gzip, truncated, not a pickle
-        raise ConfigError(f"MNIST file '{path}' is not a readable gzipped pickle: {type(e).__name__}: {e}") from None
+    content = load_pickle(path, NUMPY_ARRAY_GLOBALS, what="MNIST file", encoding="latin1", gzipped=True)
     if not isinstance(content, (tuple, list)) or len(content) not in (2, 3) \
             or not all(isinstance(p, (tuple, list)) and len(p) == 2 for p in content):
         raise ConfigError(f"MNIST file '{path}' holds a {type(content).__name__}; expected (train, valid[, test]) "

@@ -20,10 +20,10 @@ CROP_STREAM = "crop_and_mirror"
 
 
 def unpickle(path) -> object:
-    """A CIFAR-10 batch file (Python 2 or 3 pickle) as a dict with str keys, read by the restricted unpickler.
+    """A CIFAR-10 batch file (Python 2 or 3 pickle) as a dict with str keys, read by the safe loader.
 
     Only numpy arrays, numbers, strings and containers can be built: a file naming
-    any other global raises :class:`~theanompi.core.safe_io.UnsafeFileError` before
+    any other global raises :class:`~theanompi.core.safe_load.UnsafePickleError` before
     anything runs. Top-level ``bytes`` keys (Python 2's) become ``str``; the values
     are as stored (``batch_label``, ``filenames`` stay bytes for Python 2 files).
 
