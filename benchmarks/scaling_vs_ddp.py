@@ -22,7 +22,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 MODELS = {
-    "cnn": ("theanompi.models.zoo.cifar10_cnn", "CifarCNN", {}),
+    "cnn": ("theanompi.models.zoo.small_cnn", "CifarCNN", {}),
     "resnet20": ("theanompi.models.zoo.resnet", "ResNet20", {}),
 }
 

@@ -34,7 +34,16 @@ import numpy as np
 import pytensor
 
 import theanompi.nn as L
-from theanompi.core.options import predicate_parser
+from theanompi.core.options import (
+    boolean,
+    choice,
+    int_list,
+    model_option,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    predicate_parser,
+)
 from theanompi.models.base import ClassifierModel
 
 N_CLASSES = 8
@@ -77,28 +86,23 @@ def bayes_predict(x: np.ndarray, noise: float = 2.0, phases: int = 256) -> np.nd
     return np.argmax(np.stack(scores, axis=1), axis=1)
 
 
-def _positive_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
-
-
 class SignalCNN(ClassifierModel):
     """(conv(1 x kernel)-relu-pool) x3, global average pool, dense(8), He-initialised; momentum SGD, one decay."""
 
-    defaults = {**ClassifierModel.defaults, "n_train": 8000, "n_val": 4000, "noise": 2.0, "widths": "16,32,32",
-                "n_classes": N_CLASSES, "lr": 0.02, "n_epochs": 30, "kernel": 15,
-                "decay_epoch": 20, "global_pool": True}
-    checks = {
-        "n_train": predicate_parser(_positive_int, "an integer >= 1"),
-        "n_val": predicate_parser(_positive_int, "an integer >= 1"),
-        "noise": predicate_parser(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0,
-                                  "a number > 0"),
-        "decay_epoch": predicate_parser(lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-                                        "an integer >= 0 (0: no decay)"),
-        "global_pool": predicate_parser(lambda v: isinstance(v, bool), "true or false"),
-        "kernel": predicate_parser(lambda v: _positive_int(v) and v % 2 == 1, "an odd integer >= 1"),
-        "widths": predicate_parser(lambda v: all(s.strip().isdigit() and int(s) > 0 for s in str(v).split(",")),
-                                   "a comma list of positive integers such as '16,32,32'"),
-    }
+    declared_options = [
+        model_option("n_train", positive_int, 8000, "training signals"),
+        model_option("n_val", positive_int, 4000, "validation signals"),
+        model_option("noise", positive_float, 2.0, "standard deviation of the white noise added to each sinusoid"),
+        model_option("widths", int_list(length=3), "16,32,32", "channels of the three convolutions"),
+        model_option("n_classes", choice(N_CLASSES), N_CLASSES, "classes (frequencies)"),
+        model_option("kernel", predicate_parser(lambda v: isinstance(v, int) and not isinstance(v, bool)
+                                                and v >= 1 and v % 2 == 1, "an odd integer >= 1"),
+                     15, "width of each convolution"),
+        model_option("decay_epoch", non_negative_int, 20,
+                     "epoch (from 0) from which the learning rate is a tenth (0: no decay)"),
+        model_option("global_pool", boolean, True, "global average pooling before the dense layer"),
+    ]
+    defaults = {"lr": 0.02, "n_epochs": 30}
 
     def lr_multiplier(self, epoch_progress: float) -> float:
         """The learning rate drops tenfold from epoch ``decay_epoch`` on (counted from 0; 0: never)."""

@@ -93,3 +93,17 @@ def test_an_old_path_wins_over_a_directory_left_at_it(tmp_path):
                           text=True, timeout=240, env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["theanompi.nn", "True"]
+
+
+def test_a_cfg_naming_an_old_zoo_path_still_loads_its_model():
+    """``MODELFILE=theanompi.models.zoo.cifar10_cnn`` (the zoo's name before its modules said what they hold) loads
+    the class from its new module, as the launcher does before any rank starts."""
+    code = ("import warnings; warnings.simplefilter('ignore', DeprecationWarning)\n"
+            "from theanompi.models.loader import load_model_class\n"
+            "for old, cls in [('cifar10_cnn', 'CifarCNN'), ('googlenet', 'GoogLeNet'), ('wgan', 'LSGAN')]:\n"
+            "    print(load_model_class('theanompi.models.zoo.' + old, cls).__module__)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["theanompi.models.zoo.small_cnn", "theanompi.models.zoo.inception",
+                                   "theanompi.models.zoo.gans"]

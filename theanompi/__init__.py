@@ -33,6 +33,10 @@ MOVED_PATHS = {
     "theanompi.models.layers.regularization": "theanompi.nn.regularization",
     "theanompi.models.layers.updates": "theanompi.nn.updates",
     "theanompi.models.layers.utils": "theanompi.nn.utils",
+    # zoo modules named after what they hold, apart from Theano-MPI's paths (models/googlenet.py, ...wgan.py)
+    "theanompi.models.zoo.cifar10_cnn": "theanompi.models.zoo.small_cnn",
+    "theanompi.models.zoo.googlenet": "theanompi.models.zoo.inception",
+    "theanompi.models.zoo.wgan": "theanompi.models.zoo.gans",
 }
 # first on sys.meta_path: asked before the path finder, which would find theanompi.models.layers.init as a second
 # copy of nn/init.py (the alias's parent is theanompi.nn) or a stale theanompi/models/layers/ directory

@@ -132,7 +132,7 @@ def test_gan_losses_wasserstein_and_least_squares():
     ((f(x) - 1)^2 + f(G(z))^2) / 2 on the weights as they are (computed apart with numpy)."""
     import pytensor
 
-    from theanompi.models.zoo.wgan import LSGAN, WGAN
+    from theanompi.models.zoo.gans import LSGAN, WGAN
 
     opts = dict(critic_hidden="8", gen_hidden="8", train_size=64, clip=0.05)
     for cls in (WGAN, LSGAN):

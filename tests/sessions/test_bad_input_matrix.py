@@ -17,7 +17,7 @@ import pytest
 from conftest import ASSETS, run_launcher, write_cfg
 
 CONTRACT = str(ASSETS / "contract_models.py")
-ZOO_CNN = {"MODELFILE": "theanompi.models.zoo.cifar10_cnn", "MODELCLASS": "CifarCNN"}
+ZOO_CNN = {"MODELFILE": "theanompi.models.zoo.small_cnn", "MODELCLASS": "CifarCNN"}
 
 
 def _garbage_checkpoint(tmp: Path) -> dict:

@@ -35,7 +35,7 @@ JAX_MODE_MODELS = str(ASSETS / "jax_mode_models.py")
 OWN_FUNCTIONS = {  # ModelClasses that compile their own functions, with their session keys
     "theanompi-idiom": dict(MODELFILE=JAX_MODE_MODELS, MODELCLASS="GuardedDigitsMLP"),
     "lasagne": dict(MODELFILE=JAX_MODE_MODELS, MODELCLASS="DigitsLasagneCNN"),
-    "wgan": dict(MODELFILE="theanompi.models.zoo.wgan", MODELCLASS="WGAN", MODEL_CRITIC_HIDDEN="32",
+    "wgan": dict(MODELFILE="theanompi.models.zoo.gans", MODELCLASS="WGAN", MODEL_CRITIC_HIDDEN="32",
                  MODEL_GEN_HIDDEN="32", MODEL_TRAIN_SIZE=640, MODEL_VAL_SIZE=128,
                  # 0.125, not the default 0.1: pytensor's C code compares float32 weights with 0.1 as a double, so
                  # the gradient of clip(w, -0.1, 0.1) is 0 at w == float32(0.1) in C mode and 1 in JAX mode

@@ -11,7 +11,7 @@ if str(ASSETS) not in sys.path:
 import zoo_helpers as zh
 
 ZOO = "theanompi.models.zoo."
-CNN_DIGITS = dict(MODELFILE=ZOO + "cifar10_cnn", MODELCLASS="CifarCNN", MODEL_DATA="digits", MODEL_BATCH_SIZE=32,
+CNN_DIGITS = dict(MODELFILE=ZOO + "small_cnn", MODELCLASS="CifarCNN", MODEL_DATA="digits", MODEL_BATCH_SIZE=32,
                   MODEL_LR=0.05)
 
 
@@ -70,7 +70,7 @@ def test_alexnet_vgg_bsp_sessions_on_hickle_batches(tmp_path, modelclass, keys):
 def test_wgan_bsp_cdd_session_two_phase_steps(tmp_path):
     """N_EPOCHS=20 (240 steps of 2 x 64 images). The summary's accuracy is 1 - the validation pixel-mean gap.
     Measured: 0.694 after epoch 1 -> 0.848 after epoch 20; the validation W estimate rises to 3.2."""
-    result, proc = run_session(tmp_path, "wgan", MODELFILE=ZOO + "wgan", MODELCLASS="WGAN", N_EPOCHS=20,
+    result, proc = run_session(tmp_path, "wgan", MODELFILE=ZOO + "gans", MODELCLASS="WGAN", N_EPOCHS=20,
                                BSP_SYNC_TYPE="cdd")
     assert result["iterations"] == 20 * 12
     epochs = [json.loads(line) for line in (tmp_path / "wgan" / "epochs.jsonl").read_text().splitlines()]

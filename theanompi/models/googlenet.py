@@ -1,7 +1,7 @@
 """Theano-MPI's GoogLeNet at its path: ``MODELFILE=theanompi.models.googlenet`` (or ``theanompi.models``),
 ``MODELCLASS=GoogLeNet``.
 
-The zoo's GoogLeNet (:mod:`theanompi.models.zoo.googlenet`: Szegedy et al.'s network with both auxiliary
+The zoo's GoogLeNet (:mod:`theanompi.models.zoo.inception`: Szegedy et al.'s network with both auxiliary
 classifiers, weighted 0.3 in the training loss) on Theano-MPI's ImageNet batches (``MODEL_DATA_DIR`` in
 Theano-MPI's layout, as :mod:`theanompi.models.alex_net` describes; ``MODEL_LAYOUT=chwb``), with
 Theano-MPI's recipe: 224x224 crops, 32 images per worker and step, momentum SGD (0.9), weight decay

@@ -9,7 +9,7 @@ from conftest import ASSETS
 
 from theanompi.core.safe_load import UnsafePickleError
 from theanompi.models.data.cifar10 import Cifar10Data
-from theanompi.models.zoo.cifar10_cnn import CifarCNN
+from theanompi.models.zoo.small_cnn import CifarCNN
 
 if str(ASSETS) not in sys.path:
     sys.path.insert(0, str(ASSETS))

@@ -11,8 +11,8 @@ from theanompi.core.errors import ConfigError
 from theanompi.core.options import InvalidValue, int_list, parse_int_list
 from theanompi.models import zoo
 from theanompi.models.contract import check_model_class
-from theanompi.models.zoo.cifar10_cnn import CifarCNN
 from theanompi.models.zoo.lstm import LSTMClassifier
+from theanompi.models.zoo.small_cnn import CifarCNN
 
 if str(ASSETS) not in sys.path:
     sys.path.insert(0, str(ASSETS))

@@ -1,7 +1,7 @@
 """Theano-MPI's Lasagne least-squares GAN at its path: ``MODELFILE=theanompi.models.lasagne_model_zoo.lsgan``,
 ``MODELCLASS=LSGAN``.
 
-The zoo's LSGAN (:class:`theanompi.models.zoo.wgan.LSGAN`: the least-squares losses of Mao et al. with
+The zoo's LSGAN (:class:`theanompi.models.zoo.gans.LSGAN`: the least-squares losses of Mao et al. with
 targets 0 and 1, no clipping) with the DCGAN networks (``arch=dcgan``) on MNIST from ``MODEL_DATA_DIR``
 (cfg or environment), with Theano-MPI's settings: 100-dimensional noise, 64 images per worker and step,
 RMSProp at 1e-4.

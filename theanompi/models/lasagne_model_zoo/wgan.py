@@ -1,7 +1,7 @@
 """Theano-MPI's Lasagne Wasserstein GAN at its path: ``MODELFILE=theanompi.models.lasagne_model_zoo.wgan``,
 ``MODELCLASS=WGAN``.
 
-The zoo's WGAN (:mod:`theanompi.models.zoo.wgan`) with the DCGAN networks of Theano-MPI's ``wgan.py``
+The zoo's WGAN (:mod:`theanompi.models.zoo.gans`) with the DCGAN networks of Theano-MPI's ``wgan.py``
 (``arch=dcgan``: two strided 5x5 convolutions and a 1024-unit layer in the critic, their transposes with
 batch norm in the generator) on MNIST from ``MODEL_DATA_DIR`` (``mnist.npz`` or ``mnist.pkl.gz``; cfg or
 environment), with Theano-MPI's settings: 100-dimensional noise, 64 images per worker and step,

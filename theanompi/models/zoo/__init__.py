@@ -2,7 +2,7 @@
 
 ``MODELFILE=theanompi.models.zoo.<module>``, ``MODELCLASS=<class>``:
 
-* ``cifar10_cnn.CifarCNN``: conv32-pool-conv64-pool-dense10 (the CNN benchmark net)
+* ``small_cnn.CifarCNN``: conv32-pool-conv64-pool-dense10 (the CNN benchmark net)
 * ``resnet.ResNet`` (``ResNet20``, ``ResNet32``): CIFAR ResNet (He et al. 2016), depth 6n+2,
   batch norm, shortcuts A/B; ResNet-32 has 464,154 parameters (Multiverso's benchmark)
 * ``alexnet.AlexNet``: AlexNet-style net on ImageNet-style hickle batch files
@@ -41,16 +41,16 @@ from theanompi.models.hyperparams import ImageClassifierHyperParams
 
 #: MODELCLASS -> MODELFILE of every zoo model.
 MODELS = {
-    "CifarCNN": "theanompi.models.zoo.cifar10_cnn",
+    "CifarCNN": "theanompi.models.zoo.small_cnn",
     "ResNet": "theanompi.models.zoo.resnet",
     "ResNet20": "theanompi.models.zoo.resnet",
     "ResNet32": "theanompi.models.zoo.resnet",
     "AlexNet": "theanompi.models.zoo.alexnet",
     "VGG": "theanompi.models.zoo.vgg",
     "LSTMClassifier": "theanompi.models.zoo.lstm",
-    "WGAN": "theanompi.models.zoo.wgan",
-    "LSGAN": "theanompi.models.zoo.wgan",
-    "GoogLeNet": "theanompi.models.zoo.googlenet",
+    "WGAN": "theanompi.models.zoo.gans",
+    "LSGAN": "theanompi.models.zoo.gans",
+    "GoogLeNet": "theanompi.models.zoo.inception",
     "BottleneckResNet": "theanompi.models.zoo.resnet_imagenet",
     "ResNet50": "theanompi.models.zoo.resnet_imagenet",
 }

@@ -8,7 +8,7 @@ from conftest import ASSETS
 
 from theanompi.core.errors import ConfigError
 from theanompi.models.contract import check_model_instance
-from theanompi.models.zoo.wgan import WGAN
+from theanompi.models.zoo.gans import WGAN
 
 if str(ASSETS) not in sys.path:
     sys.path.insert(0, str(ASSETS))

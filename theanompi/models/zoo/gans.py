@@ -77,7 +77,7 @@ generator catches up (about 0.5 after 30 epochs).
 cfg::
 
     RULE=BSP
-    MODELFILE=theanompi.models.zoo.wgan
+    MODELFILE=theanompi.models.zoo.gans
     MODELCLASS=WGAN
     DEVICES=cpu0,cpu1
     N_EPOCHS=30

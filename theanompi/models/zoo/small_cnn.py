@@ -9,7 +9,7 @@ Network (``widths`` = ``"32,64"``)::
 Parameters: 896 + 18,496 + 40,970 = 60,362 on CIFAR-10 (3x32x32); 320 + 18,496 +
 2,570 = 21,386 on the digits (1x8x8, for tests).
 
-Model options (cfg ``MODEL_*``; ``tmlauncher --model-options theanompi.models.zoo.cifar10_cnn:CifarCNN`` prints
+Model options (cfg ``MODEL_*``; ``tmlauncher --model-options theanompi.models.zoo.small_cnn:CifarCNN`` prints
 them all): ``widths`` (two conv widths, ``"32,64"``), the image data options
 (:mod:`theanompi.models.data.image_options`: ``data`` = ``cifar10`` (default: needs ``data_dir``), ``synthetic``
 (3x32x32), ``digits`` (1x8x8)), ``batch_size`` (128), ``lr`` (0.01), ``momentum``, ``weight_decay``, ``n_epochs``.
@@ -17,7 +17,7 @@ them all): ``widths`` (two conv widths, ``"32,64"``), the image data options
 cfg to run it on CIFAR-10 (the unpacked ``cifar-10-python.tar.gz``)::
 
     RULE=BSP
-    MODELFILE=theanompi.models.zoo.cifar10_cnn
+    MODELFILE=theanompi.models.zoo.small_cnn
     MODELCLASS=CifarCNN
     DEVICES=cpu0,cpu1
     N_EPOCHS=10
