@@ -20,10 +20,10 @@ Example
 
 from __future__ import annotations
 
-from theanompi.models.zoo import googlenet
+from theanompi.models.zoo import inception
 
 
-class GoogLeNet(googlenet.GoogLeNet):
+class GoogLeNet(inception.GoogLeNet):
     """GoogLeNet with its auxiliary classifiers on Theano-MPI's ImageNet batches (see the module docstring)."""
 
     defaults = {"layout": "chwb", "lr": 0.005}

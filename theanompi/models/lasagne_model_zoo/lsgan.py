@@ -14,10 +14,10 @@ Example
 
 from __future__ import annotations
 
-from theanompi.models.zoo import wgan
+from theanompi.models.zoo import gans
 
 
-class LSGAN(wgan.LSGAN):
+class LSGAN(gans.LSGAN):
     """Least-squares GAN, DCGAN networks, on MNIST (see the module docstring)."""
 
     defaults = {"arch": "dcgan", "data": "mnist", "z_dim": 100, "lr": 1e-4, "n_epochs": 20}

@@ -15,10 +15,10 @@ Example
 
 from __future__ import annotations
 
-from theanompi.models.zoo import wgan
+from theanompi.models.zoo import gans
 
 
-class WGAN(wgan.WGAN):
+class WGAN(gans.WGAN):
     """Wasserstein GAN, DCGAN networks, on MNIST (see the module docstring)."""
 
     defaults = {"arch": "dcgan", "data": "mnist", "z_dim": 100, "lr": 5e-5, "clip": 0.01, "n_epochs": 20}
