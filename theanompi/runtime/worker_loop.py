@@ -30,6 +30,7 @@ from theanompi.runtime.rank_context import RankContext
 from theanompi.runtime.records import Progress, end_session, epoch_metrics
 from theanompi.session.checkpoint import load_checkpoint, nothing_to_train, save_checkpoint
 from theanompi.session.recorder import Recorder
+from theanompi.session.run_dir import owning_root
 from theanompi.session.watchdog import ACTIVITY
 
 log = logging.getLogger("theanompi")
@@ -124,7 +125,8 @@ class WorkerLoop(Generic[OptionsT]):
             gathered = self.comm.gather(mine, root=0)
         if self.comm.rank == 0:
             ACTIVITY.enter("writing a checkpoint")
-            path = save_checkpoint(self.options.checkpoint_dir, {
+            directory = str(self.options.checkpoint_dir)
+            path = save_checkpoint(directory, root=owning_root(directory, self.ctx.spec.run_dir), payload={
                 "rule": self.rule_name, "epoch": epoch, "iteration": self.iteration, "n_workers": self.comm.size,
                 "seed": self.options.seed,
                 "worker_params": [g[0] for g in gathered], "worker_state": [g[1] for g in gathered],

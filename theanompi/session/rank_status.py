@@ -10,6 +10,8 @@ Every rank leaves one small file per event, ``RUN_DIR/ranks/rank-N.STATE``:
 The rank entry point (``theanompi.rules.rank_main``) and the watchdog write them; the
 launcher (``theanompi.launch.mpiexec``, ``theanompi.session.remote``) reads them; the run
 directory's claim (``theanompi.session.run_dir``) empties the folder for a new session.
+They are written and read without following a link below RUN_DIR, and read only if they are
+small regular files (:mod:`theanompi.core.no_follow`).
 
 Example
 -------
@@ -29,15 +31,20 @@ Example
 from __future__ import annotations
 
 import json
-import shutil
+import os
 from pathlib import Path
 
+from theanompi.core.no_follow import Folder, read_bounded
 from theanompi.core.safe_io import atomic_write_text
 
 #: the folder of RUN_DIR that holds the status files
 STATUS_DIR = "ranks"
 #: the events a rank can leave a file for
 STATES = ("pid", "done", "failed", "stall")
+#: what a watchdog's record holds (``theanompi.session.watchdog``)
+STALL_FIELDS = frozenset({"who", "where", "waiting", "since", "iteration"})
+#: the most a status file holds (one line, or a watchdog's JSON record)
+STATUS_LIMIT = 64 * 1024
 
 
 def status_dir(run_dir: str | Path) -> Path:
@@ -57,22 +64,28 @@ def write_status(run_dir: str | Path, rank: int, state: str, text: str) -> Path:
 
     OSError (e.g. a full disk) is the caller's to handle; nothing half-written is left.
     """
-    path = status_path(run_dir, rank, state)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write_text(path, text.rstrip("\n") + "\n")
+    return atomic_write_text(status_path(run_dir, rank, state), text.rstrip("\n") + "\n", root=run_dir,
+                             label="RUN_DIR")
 
 
 def has_status(run_dir: str | Path, rank: int, state: str) -> bool:
     """Whether ``rank`` left a ``state`` file."""
-    return status_path(run_dir, rank, state).exists()
+    return os.path.lexists(status_path(run_dir, rank, state))
 
 
-def clear_statuses(run_dir: str | Path) -> None:
-    """Start ``RUN_DIR/ranks`` empty: files an earlier session left can neither stop nor be blamed for a new one."""
-    directory = status_dir(run_dir)
-    if directory.exists():
-        shutil.rmtree(directory)
-    directory.mkdir(parents=True)
+def clear_statuses(run_dir: Folder) -> None:
+    """Start ``RUN_DIR/ranks`` empty (``run_dir``: RUN_DIR, open): files an earlier session left can neither stop
+    nor be blamed for a new one. Nothing is followed: a link, or anything but a directory of RUN_DIR's file system,
+    at ``ranks`` is refused (UnexpectedEntry)."""
+    if run_dir.expect(STATUS_DIR, directory=True, same_device=True) is not None:
+        run_dir.remove_tree(STATUS_DIR)
+    run_dir.make_dir(STATUS_DIR).close()
+
+
+def read_status(run_dir: str | Path, path: Path) -> str:
+    """The text of a status file below ``run_dir`` (OSError, or a ConfigError for a link, a FIFO or a file too
+    large for a status)."""
+    return read_bounded(path, STATUS_LIMIT, "status file", root=run_dir, label="RUN_DIR").decode(errors="replace")
 
 
 def _ranks_with(run_dir: str | Path, state: str) -> list[tuple[int, Path]]:
@@ -91,8 +104,8 @@ def read_failures(run_dir: str | Path) -> list[str]:
     messages = []
     for _, path in _ranks_with(run_dir, "failed"):
         try:
-            text = path.read_text().strip()
-        except OSError:
+            text = read_status(run_dir, path).strip()
+        except (OSError, ValueError):  # a ConfigError (not a regular file) is a ValueError too
             continue
         if text:
             messages.append(text)
@@ -100,13 +113,15 @@ def read_failures(run_dir: str | Path) -> list[str]:
 
 
 def read_stalls(run_dir: str | Path) -> dict[int, dict]:
-    """rank -> the record its watchdog wrote (unreadable records skipped)."""
+    """rank -> the record its watchdog wrote (unreadable records, and records without its fields, skipped)."""
     stalls = {}
     for rank, path in _ranks_with(run_dir, "stall"):
         try:
-            stalls[rank] = json.loads(path.read_text())
+            record = json.loads(read_status(run_dir, path))
         except (ValueError, OSError):
             continue
+        if isinstance(record, dict) and isinstance(record.get("since"), int | float) and STALL_FIELDS <= set(record):
+            stalls[rank] = record
     return stalls
 
 

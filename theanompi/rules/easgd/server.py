@@ -51,6 +51,7 @@ from theanompi.runtime.rank_context import RankContext
 from theanompi.runtime.records import Progress, end_session, epoch_metrics
 from theanompi.session.checkpoint import load_checkpoint, nothing_to_train, save_checkpoint
 from theanompi.session.recorder import Recorder
+from theanompi.session.run_dir import owning_root
 from theanompi.session.watchdog import ACTIVITY
 
 log = logging.getLogger("theanompi")
@@ -422,7 +423,8 @@ class EASGDServer:
     def write_checkpoint(self) -> None:
         """One hickle file: the centre and every worker's snapshot (a lost one's is the centre)."""
         rows = self.snapshots.rows(self.ledger.lost, self.centre)
-        path = save_checkpoint(self.options.checkpoint_dir, {
+        directory = str(self.options.checkpoint_dir)
+        path = save_checkpoint(directory, root=owning_root(directory, self.ctx.spec.run_dir), payload={
             "rule": RULE_NAME, "epoch": self.snapshots.epoch, "iteration": self.ledger.reported,
             "n_workers": self.n_workers, "seed": self.options.seed, "centre": self.centre.copy(),
             "worker_params": [[v.copy() for v in self.fused.layout.views(np.asarray(s.params))] for s in rows],
