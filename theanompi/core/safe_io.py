@@ -67,14 +67,17 @@ def write_in(folder: Folder, name: str, write: Callable[[IO[bytes]], object], mo
     tmp = temporary_path(name).name
     folder.discard(tmp)  # a stale one of a killed writer with this pid, or a link planted there: never followed
     fd = folder.open_file(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else mode)
+    f = os.fdopen(fd, "w+b")
     try:
-        with os.fdopen(fd, "w+b") as f:
-            write(f)
-            if mode is not None:
-                os.fchmod(f.fileno(), mode)
+        write(f)
+        if mode is not None:
+            os.fchmod(f.fileno(), mode)
+        f.close()  # flushes: a full disk says so here
         folder.move(tmp, folder, name)
     except BaseException:
-        with suppress(OSError):  # e.g. a read-only file system: the write's own error says it
+        with suppress(OSError):  # closing flushes what is left (a full disk again), and a read-only file system
+            f.close()            # cannot remove the temporary file: the write's own error is the one raised
+        with suppress(OSError):
             folder.discard(tmp)
         raise
 
