@@ -262,7 +262,8 @@ def _prepare_records(spec: SessionSpec) -> None:
     except OSError as err:
         what = "trimmed to the checkpoint" if spec.resume_point is not None else "set aside"
         raise ConfigError(f"RUN_DIR={str(run_dir)!r}: the earlier session's records cannot be {what}: "
-                          f"{err.strerror or err}{f' ({err.filename})' if err.filename else ''}") from None
+                          f"{err.strerror or err}{f' ({err.filename})' if err.filename else ''}; give this user "
+                          "write access there, or choose another RUN_DIR") from None
 
 
 def session_argv(spec: SessionSpec, ranks: list[RankSpec]) -> list[str]:

@@ -82,9 +82,14 @@ def set_aside(directory: Path | Folder, names: list[str], label: str = "RUN_DIR"
                 target = previous.make_dir(name)
             except FileExistsError:
                 continue
+            except OSError as err:  # e.g. no permission: name the place in full
+                raise OSError(err.errno, err.strerror, str(previous.path / name)) from None
             with target:
                 for entry in present:
-                    folder.move(entry, target, entry)
+                    try:
+                        folder.move(entry, target, entry)
+                    except OSError as err:
+                        raise OSError(err.errno, err.strerror, str(folder.path / entry)) from None
             return target.path
     raise FileExistsError(f"{folder.path / PREVIOUS}: no free name for {stamp}")
 
