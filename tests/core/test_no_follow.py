@@ -233,3 +233,17 @@ def test_a_data_file_that_is_a_fifo_is_refused_at_once(tmp_path, reader):
     thread.join(timeout=10)
     assert not thread.is_alive(), "blocked on the FIFO"
     assert "is a FIFO (named pipe), not a regular file" in str(done[0])
+
+
+def test_a_rank_on_another_host_makes_its_run_dir_where_it_is_missing(tmp_path):
+    """RUN_DIR need not be shared: a rank on another host writes its status and records into a RUN_DIR of its own
+    host, made with its parents (the root is the user's path; below it, nothing is followed)."""
+    from theanompi.session.rank_status import write_status
+    from theanompi.session.recorder import Recorder
+
+    run = tmp_path / "not" / "there"
+    write_status(run, 3, "pid", "42")
+    recorder = Recorder(tmp_path / "other" / "workers" / "worker-1", write=True, root=tmp_path / "other")
+    recorder.end_epoch(0, {})
+    assert (run / "ranks" / "rank-3.pid").read_text() == "42\n"
+    assert (tmp_path / "other" / "workers" / "worker-1" / "epochs.jsonl").is_file()

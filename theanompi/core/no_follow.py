@@ -101,10 +101,12 @@ class Folder:
     @classmethod
     def open(cls, root: str | os.PathLike[str], relative: str | os.PathLike[str] = ".", create: bool = False,
              label: str = "") -> Folder:
-        """``root`` (followed as the user named it), then each part of ``relative`` without following links (created
-        with ``create``). FileNotFoundError when a part is missing and ``create`` is false; UnexpectedEntry when one is
-        not a directory."""
+        """``root`` (followed as the user named it: with ``create``, made with its parents where missing), then each
+        part of ``relative`` without following links (created with ``create``). FileNotFoundError when a part is
+        missing and ``create`` is false; UnexpectedEntry when one is not a directory."""
         root = Path(root)
+        if create:
+            root.mkdir(parents=True, exist_ok=True)  # a rank on another host: RUN_DIR need not be shared
         fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         folder = cls(fd, root, label, os.fstat(fd).st_dev)
         try:
