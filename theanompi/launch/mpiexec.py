@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from theanompi.core.errors import ConfigError
 from theanompi.launch.command_line import fits, rank_count_form
 from theanompi.launch.process_tree import ProcessTree
-from theanompi.launch.startup import daemon_failure, ssh_options, startup_report
+from theanompi.launch.startup import daemon_failure, ssh_config_text, ssh_options, startup_report
 from theanompi.runtime.epoch_progress import BAR_ENV
 from theanompi.session.rank_status import has_status, lost_ranks, read_failures
 from theanompi.session.remote import RemoteRanks, remote_spec_options
@@ -169,7 +169,7 @@ def mpiexec_env(startup_timeout: float | None = None) -> dict[str, str]:
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         env.update(ROOT_ENV)
     if startup_timeout is not None:
-        env.update(ssh_options(env, startup_timeout))
+        env.update(ssh_options(env, startup_timeout, ssh_config_text()))
     return env
 
 

@@ -12,6 +12,8 @@ Example
 -------
 >>> ssh_options({}, startup_timeout=60)
 {'PRTE_MCA_plm_ssh_args': '-x -o ConnectTimeout=30 -o BatchMode=yes'}
+>>> ssh_options({}, startup_timeout=60, config="Host *\\n    ConnectTimeout 120\\n")
+{'PRTE_MCA_plm_ssh_args': '-x -o BatchMode=yes'}
 >>> ssh_options({"PRTE_MCA_plm_ssh_args": "-p 2222"}, 60), ssh_options({"PRTE_MCA_plm_ssh_agent": "my-agent"}, 60)
 ({}, {})
 >>> tail = "ssh: Could not resolve hostname node9: Name or service not known\\n  Remote host:   node9\\n"
@@ -29,6 +31,7 @@ import socket
 from collections.abc import Mapping
 from pathlib import Path
 
+from theanompi.core.no_follow import read_bounded
 from theanompi.launch.process_tree import ProcessTree, command_line
 from theanompi.session.spec import RankSpec
 
@@ -53,17 +56,33 @@ _REMOTE_HOST_RE = re.compile(r"Remote host:\s*(\S+)")
 _TCP_STATES = {"02": "connecting", "01": "connected"}
 
 
-def ssh_options(environ: Mapping[str, str], startup_timeout: float) -> dict[str, str]:
+def ssh_config_text() -> str:
+    """The user's and the system's ssh client settings (``~/.ssh/config``, ``/etc/ssh/ssh_config``), as text."""
+    texts = []
+    for path in (Path.home() / ".ssh" / "config", Path("/etc/ssh/ssh_config")):
+        try:
+            texts.append(read_bounded(path, 1 << 20, "ssh config").decode(errors="replace"))
+        except (OSError, ValueError):  # missing, unreadable, not a regular file: nothing configured there
+            continue
+    return "\n".join(texts)
+
+
+def ssh_options(environ: Mapping[str, str], startup_timeout: float, config: str = "") -> dict[str, str]:
     """What mpiexec's environment gets so that its ssh neither waits minutes for a host that never answers nor for a
-    password: ``ConnectTimeout`` (half of STARTUP_TIMEOUT, 30 s without one) and ``BatchMode``. Nothing where the
-    user set ssh's arguments or another launch agent (they configured it)."""
+    password: ``ConnectTimeout`` (half of STARTUP_TIMEOUT, 30 s without one) and ``BatchMode``, each unless ssh's
+    ``config`` text (:func:`ssh_config_text`) sets it. Nothing where the user set ssh's arguments for mpiexec or
+    another launch agent (they configured it)."""
     if any(environ.get(name) for name in SSH_SETTINGS):
         return {}
     agent = next((environ[name] for name in SSH_AGENTS if environ.get(name)), "")
     if agent and [os.path.basename(word) for word in agent.split()] not in (["ssh"], ["ssh", ":", "rsh"]):
         return {}
+    configured = {line.split()[0].lower() for line in config.splitlines()
+                  if line.strip() and not line.lstrip().startswith("#")}
     seconds = max(1, math.ceil(startup_timeout / 2)) if startup_timeout else 30
-    return {"PRTE_MCA_plm_ssh_args": f"-x -o ConnectTimeout={seconds} -o BatchMode=yes"}
+    words = ["-x"] + ([] if "connecttimeout" in configured else ["-o", f"ConnectTimeout={seconds}"])
+    words += [] if "batchmode" in configured else ["-o", "BatchMode=yes"]
+    return {"PRTE_MCA_plm_ssh_args": " ".join(words)}
 
 
 def _cause(text: str) -> str:
