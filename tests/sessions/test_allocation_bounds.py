@@ -25,14 +25,53 @@ def environment(**variables: str) -> dict[str, str]:
     return {**env, **variables}
 
 
+#: tmlauncher's main in a Python whose every way of starting a process, but for the C++ compiler probes PyTensor
+#: makes on import, fails the launch (exit 99) before anything is forked: a launch these tests expect refused
+#: (hundreds of ranks asked for) can never start mpiexec or a rank, even if the bound it tests stopped working
+_NO_SPAWN_LAUNCHER = """\
+import os, subprocess, sys
+def _refuse(*args, **kwargs):
+    sys.stderr.write(f"test guard: this launch tried to start a process: {args[:1]!r}\\n")
+    os._exit(99)
+_execute_child = subprocess.Popen._execute_child
+def _compilers_only(self, args, *rest, **kwargs):
+    program = os.path.basename(str(args if isinstance(args, (str, bytes)) else args[0]))
+    if program not in ("g++", "c++", "gcc", "cc", "clang", "clang++"):
+        _refuse(args)
+    return _execute_child(self, args, *rest, **kwargs)
+subprocess.Popen._execute_child = _compilers_only
+for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system", "execv", "execve", "execvp", "execvpe"):
+    if hasattr(os, name):
+        setattr(os, name, _refuse)
+from theanompi.launch.cli import main
+sys.argv[0] = "tmlauncher"
+sys.exit(main())
+"""
+
+
+def launch_without_spawning(cwd: Path, *args: str, env: dict[str, str], timeout: float = 60
+                            ) -> subprocess.CompletedProcess:
+    """``tmlauncher ARGS`` run as ``_NO_SPAWN_LAUNCHER``: exit 99 the moment it tries to start any process."""
+    return subprocess.run([sys.executable, "-c", _NO_SPAWN_LAUNCHER, *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd, stdin=subprocess.DEVNULL, env=env)
+
+
 def refused(tmp_path: Path, *flags: str, cfg_keys: dict | None = None, **variables: str) -> str:
-    """The one line of a launch that must be refused before anything is written."""
+    """The one line of a launch that must be refused before anything is written or any process is started (the
+    launcher runs without the means to start one: see ``_NO_SPAWN_LAUNCHER``)."""
     cfg = write_cfg(tmp_path / "job.cfg", **{"DEVICES": None, "RUN_DIR": "run", **(cfg_keys or {})})
-    proc, _ = run_launcher(f"-cfg={cfg}", *flags, cwd=tmp_path, timeout=60, env=environment(**variables))
+    proc = launch_without_spawning(tmp_path, f"-cfg={cfg}", *flags, env=environment(**variables))
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("tmlauncher: error: "), proc.stderr
     assert not (tmp_path / "run").exists(), "something was written"
     return lines[0]
+
+
+def test_the_guard_of_refused_launches_stops_one_that_would_start_ranks(tmp_path):
+    """The guard itself can fail a test: a launch that is not refused ends at its first process, exit 99."""
+    cfg = write_cfg(tmp_path / "job.cfg", RUN_DIR="run", N_EPOCHS=1)
+    proc = launch_without_spawning(tmp_path, f"-cfg={cfg}", env=environment())
+    assert proc.returncode == 99 and "test guard: this launch tried to start a process" in proc.stderr, proc.stderr
 
 
 # ----- one machine, several names -------------------------------------------------------------------------------------
@@ -91,11 +130,11 @@ def test_an_allocation_past_max_ranks_per_host_is_refused_before_anything_is_wri
 
 def test_max_ranks_per_host_forces_a_large_allocation_whose_command_line_is_shortened(tmp_path):
     """Forced, 20,000 ranks on two other hosts are planned; the command line takes the rank-count form, within the
-    system's limit (the dry run starts nothing)."""
+    system's limit (the dry run starts nothing: it runs without the means to)."""
     (tmp_path / "hosts").write_text(f"{HERE} slots=2\nnode1 slots=10000\nnode2 slots=10000\n")
     cfg = write_cfg(tmp_path / "job.cfg", DEVICES=None, MAX_RANKS_PER_HOST=10000)
-    proc, _ = run_launcher(f"-cfg={cfg}", "--hostfile", "hosts", "--dry-run", cwd=tmp_path, timeout=120,
-                           env=environment())
+    proc = launch_without_spawning(tmp_path, f"-cfg={cfg}", "--hostfile", "hosts", "--dry-run", env=environment(),
+                                   timeout=120)
     assert proc.returncode == 0, proc.stderr
     command = [line for line in proc.stdout.splitlines() if line.lstrip().startswith(("/", "-n", ": -n"))]
     assert len(command) == 4 and "-n 10000 --host node1:10000" in command[2], command[:3]
