@@ -18,6 +18,9 @@ HERE = socket.gethostname()
 SHORT = HERE.split(".")[0]
 
 
+pytestmark = pytest.mark.usefixtures("ends_its_processes")  # kills what a failed launch leaves
+
+
 def environment(**variables: str) -> dict[str, str]:
     """This process's environment without any real allocation's variables, plus ``variables``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PBS_"))}

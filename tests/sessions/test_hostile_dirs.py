@@ -30,6 +30,9 @@ from conftest import run_launcher, tensorboard_points, write_cfg
 MARKER = b"a file of someone else's: it must stay as it is\n"
 
 
+pytestmark = pytest.mark.usefixtures("ends_its_processes")  # kills what a failed launch leaves
+
+
 def make_outside(tmp_path: Path) -> Path:
     """A folder outside every run directory, with a marker file and a marker folder (the targets of planted links)."""
     outside = tmp_path / "outside"

@@ -20,11 +20,10 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
-from conftest import ASSETS, write_cfg
+from conftest import ASSETS, marked_processes, write_cfg
 
 HERE = socket.gethostname()
 TMLAUNCHER = str(Path(sys.executable).parent / "tmlauncher")
@@ -60,8 +59,9 @@ class SilentHosts:
             "permanent")
         code = (f"import socket, time\ns = socket.socket()\ns.bind(({LISTENER!r}, 22))\ns.listen(64)\n"
                 "print('listening', flush=True)\ntime.sleep(3600)\n")
+        env = {k: v for k, v in os.environ.items() if k != "THEANOMPI_TEST_MARK"}  # it lives beyond a test
         self.listener = subprocess.Popen(["ip", "netns", "exec", self.listener_ns, sys.executable, "-c", code],
-                                         stdout=subprocess.PIPE, text=True)
+                                         stdout=subprocess.PIPE, text=True, env=env)
         assert self.listener.stdout is not None and self.listener.stdout.readline().strip() == "listening"
 
     def pids(self) -> list[int]:
@@ -105,25 +105,17 @@ def hosts():
 
 
 # ----- counting processes ---------------------------------------------------------------------------------------------
-def marked(mark: str) -> list[tuple[int, str]]:
-    """(pid, name) of every live process whose environment carries ``mark``."""
-    needle = f"THEANOMPI_TEST_MARK={mark}".encode()
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            if needle in Path(entry.path, "environ").read_bytes().split(b"\0"):
-                found.append((int(entry.name), Path(entry.path, "comm").read_text().strip()))
-        except OSError:
-            continue
-    return found
+pytestmark = pytest.mark.usefixtures("ends_its_processes")  # and kills what a failed test leaves
+
+
+marked = marked_processes  # (pid, name) of every live process (but this one) whose environment carries the mark
 
 
 def marked_environment(**extra: str) -> tuple[str, dict[str, str]]:
-    mark = uuid.uuid4().hex
+    """The test's mark (``ends_its_processes``'s) and the environment of its launch."""
+    mark = os.environ["THEANOMPI_TEST_MARK"]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PBS_", "PRTE_MCA_plm", "OMPI_MCA_plm"))}
-    return mark, {**env, "THEANOMPI_TEST_MARK": mark, **extra}
+    return mark, {**env, **extra}
 
 
 def wait_for(test, timeout: float, what: str):
