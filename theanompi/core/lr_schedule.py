@@ -56,7 +56,8 @@ class LRSchedule:
         """The schedule of a session's options (a SessionOptions) for ``n_workers`` workers and ``n_epochs``."""
         return cls(kind=options.lr_schedule, n_epochs=max(1, int(n_epochs)), n_workers=int(n_workers),
                    scaling=options.lr_scaling, warmup_epochs=float(options.warmup_epochs),
-                   decay_epochs=options.lr_decay_epochs, decay=float(options.lr_decay), lr_min=float(options.lr_min))
+                   decay_epochs=options.lr_decay_epochs or "", decay=float(options.lr_decay),
+                   lr_min=float(options.lr_min))
 
     # ----- the pieces --------------------------------------------------------------------------
     def ramp(self, progress: float) -> float:

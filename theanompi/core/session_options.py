@@ -96,7 +96,7 @@ class SessionOptions:
     lr_schedule: str = option("LR_SCHEDULE", choice(*SCHEDULES), "constant",
                               "the learning rate over the session, on top of LR_SCALING and WARMUP_EPOCHS: constant, "
                               "step (times LR_DECAY at each of LR_DECAY_EPOCHS) or cosine (to LR_MIN at the end)")
-    lr_decay_epochs: str = option("LR_DECAY_EPOCHS", int_list(minimum=1, allow_empty=True), "",
+    lr_decay_epochs: str | None = option("LR_DECAY_EPOCHS", int_list(minimum=1, allow_empty=True), None,
                                   "step: the epochs (from 0) at which the learning rate is multiplied by LR_DECAY")
     lr_decay: float = option("LR_DECAY", fraction, 0.1, "step: the factor at each of LR_DECAY_EPOCHS")
     lr_min: float = option("LR_MIN", non_negative_float, 0.0, "cosine: the learning rate at the session's end")
