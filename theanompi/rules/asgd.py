@@ -25,7 +25,14 @@ updates between a worker's pull and its push) is recorded per worker, and
 ``ASGD_STALENESS`` says what the servers make of it (``theanompi.comm.ps.staleness``):
 ``scale`` divides each push by its staleness (Zhang et al. 2016), ``compensate``
 corrects it towards the server's current parameters (DC-ASGD, Zheng et al. 2017,
-``ASGD_DC_LAMBDA``), ``none`` applies it as if it were fresh.
+``ASGD_DC_LAMBDA``), ``none`` applies it as if it were fresh. ``ASGD_MAX_STALENESS``
+bounds how far ahead of the slowest worker a worker may run (its pull waits),
+``ASGD_MOMENTUM_CORRECTION=implicit`` lowers the explicit momentum for the momentum
+asynchrony adds (:func:`corrected_momentum`). A server-side updater steps at ``ASGD_LR``
+on the session's LR_SCHEDULE (each push carries the rate of its worker's progress);
+with ``AVERAGE_WEIGHTS=ema`` the servers keep the table's moving average (each push
+carries its decay), which the workers pull at every epoch's end to validate, checkpoint
+and, after the last, save as the final model.
 
 Example
 -------

@@ -47,6 +47,14 @@ epochs validate each worker's own model on its validation shard).
 those done while waiting for peers), steps, batches and the matrices of messages
 sent/received.
 
+Averaged weights
+----------------
+With ``AVERAGE_WEIGHTS=ema`` each worker keeps a moving average of its own parameters (updated after each local
+step, before it gossips, with the decay of N batches) and the average travels with them: a message is
+``(x_i, average_i)`` with the halved weight, a merge mixes both with the same coefficients. The weighted sum of the
+averages over the workers (and the messages in flight) is then the moving average of the consensus, and the final
+model is the consensus of the averages (:meth:`GOSGDWorker.conclude`). Messages are twice as long.
+
 Checkpoints
 -----------
 At a checkpoint epoch every worker is already at the epoch boundary (nobody pushes);
