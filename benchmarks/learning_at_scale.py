@@ -32,8 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -154,12 +152,6 @@ def run_session(run: dict, settings: dict, run_dir: Path) -> dict:
     if run["rule"] == "ASGD":
         result["mean_staleness"] = mean_staleness(run_dir)
     return result
-
-
-def machine() -> dict:
-    cpu = next((line.split(":", 1)[1].strip() for line in subprocess.run(
-        ["lscpu"], capture_output=True, text=True).stdout.splitlines() if line.startswith("Model name")), "")
-    return {"cpu": cpu or platform.processor(), "cores": os.cpu_count(), "python": platform.python_version()}
 
 
 def ceiling(n_val: int) -> float:
@@ -288,6 +280,8 @@ def main(argv=None) -> None:
     results = json.loads(path.read_text()) if path.exists() else {}
     if results.get("settings") not in (None, settings):
         sys.exit(f"{path} holds runs of other settings ({results['settings']}); name another --json")
+    from asgd_staleness import machine
+
     results.update(settings=settings, machine=machine(), note=args.note, ceiling=results.get("ceiling")
                    or ceiling(args.n_val))
     results.setdefault("runs", {})
