@@ -63,8 +63,9 @@ class ClassifierHyperParams(HasModelOptions):
     config: WorkerConfig
     hp: dict[str, Any]
     data: Any
-    #: the epoch whose learning rate :meth:`start_epoch_lr` set, and whether its steps set their own
-    _lr_epoch: int = 0
+    #: the epoch under way (:meth:`start_epoch_lr` sets it; subclasses read it, as before the schedule), and
+    #: whether its steps set their own learning rate
+    _epoch: int = 0
     _lr_varies: bool = False
 
     def shard(self, x_train, y_train, x_val, y_val) -> ShardedArrayData:
@@ -121,14 +122,14 @@ class ClassifierHyperParams(HasModelOptions):
 
     def start_epoch_lr(self, epoch: int) -> None:
         """At ``epoch``'s start: its learning rate, and whether each step sets its own."""
-        self._lr_epoch = epoch
+        self._epoch = epoch
         self._lr_varies = self.lr_varies_within(epoch)
         self.set_lr(self.scheduled_lr(float(epoch)))
 
     def step_lr(self, count: int) -> None:
         """Before step ``count`` of the epoch: the rate at ``epoch + count / n_batch_train`` where it varies."""
         if self._lr_varies:
-            self.set_lr(self.scheduled_lr(self._lr_epoch + count / self.data.n_batch_train))
+            self.set_lr(self.scheduled_lr(self._epoch + count / self.data.n_batch_train))
 
 
 class ImageClassifierHyperParams(ClassifierHyperParams):
