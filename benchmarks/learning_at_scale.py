@@ -3,7 +3,7 @@ the learning-rate schedule and averaged weights; final accuracy, the spread of t
 
     flock /work/wt/bench.lock python benchmarks/learning_at_scale.py [--quick] [--models signal,torch]
         [--workers 1,2,4,8] [--seeds 0,1] [--epochs 10] [--n-train 4000] [--n-val 2000] [--target 0.9]
-        [--variants defaults,scheduled] [--asgd-study] [--json PATH] [--png PATH] [--note TEXT]
+        [--variants defaults,scheduled[,scaled]] [--asgd-study] [--json PATH] [--png PATH] [--note TEXT]
     python benchmarks/learning_at_scale.py --report PATH.json [--png PATH]     # the table and plot of a JSON
 
 The data are benchmarks/signal_cnn.py's noisy sinusoids of 8 frequencies (the Bayes-optimal classifier's
@@ -16,7 +16,9 @@ session (the ``theanompi`` handles) with the same model, epochs and seed for eve
   is BSP's (the reference; BSP ``avg``'s and GOSGD's one-worker sessions are the same local SGD), EASGD's and
   ASGD's (a server and one worker);
 * variants: ``defaults`` (no option of issue 38: LR_SCHEDULE=constant, AVERAGE_WEIGHTS=none) and ``scheduled``
-  (LR_SCHEDULE=cosine, AVERAGE_WEIGHTS=ema with EMA_DECAY ``--ema-decay``);
+  (LR_SCHEDULE=cosine, AVERAGE_WEIGHTS=ema with EMA_DECAY ``--ema-decay``); on request ``scaled``: ``scheduled``
+  with Goyal et al.'s LR_SCALING=linear over WARMUP_EPOCHS=2, the large-batch recipe, meant for BSP (``--rules
+  "BSP cdd,BSP avg"``: the asynchronous rules' workers take steps of their own, which it would multiply);
 * ``--asgd-study``: ASGD at 4 and 8 workers, ``scheduled``, on the pytensor CNN, with each candidate of issue 38's
   item 3 (:data:`ASGD_CANDIDATES`): bounded staleness, the implicit-momentum correction, staleness handling.
 
@@ -62,13 +64,27 @@ ASGD_CANDIDATES = {
     "ASGD unscaled, implicit momentum": {"staleness": "none", "momentum_correction": "implicit"},
 }
 LAST = 5  # the epochs whose spread is reported
+#: the run's settings that flags set: flag -> (type, default)
+SETTING_FLAGS = {"--epochs": (int, 10), "--n-train": (int, 4000), "--n-val": (int, 2000), "--target": (float, 0.9),
+                 "--ema-decay": (float, 0.998)}
+
+
+VARIANTS = ("defaults", "scheduled", "scaled")
 
 
 def variant_options(variant: str, ema_decay: float) -> dict:
-    """The session options of a variant: ``defaults`` (none of issue 38's), ``scheduled`` (cosine + averaged)."""
+    """The session options of a variant: ``defaults`` (none of issue 38's), ``scheduled`` (cosine + averaged),
+    ``scaled`` (``scheduled`` with the learning rate times the workers after a 2-epoch warm-up).
+
+    >>> variant_options("scaled", 0.99)["lr_scaling"], variant_options("defaults", 0.99)
+    ('linear', {})
+    """
     if variant == "defaults":
         return {}
-    return {"lr_schedule": "cosine", "average_weights": "ema", "ema_decay": ema_decay}
+    scheduled = {"lr_schedule": "cosine", "average_weights": "ema", "ema_decay": ema_decay}
+    if variant == "scheduled":
+        return scheduled
+    return {**scheduled, "lr_scaling": "linear", "warmup_epochs": 2}
 
 
 def run_key(model: str, variant: str, label: str, workers: int, seed: int) -> str:
@@ -245,11 +261,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--seeds", default="0,1")
     parser.add_argument("--variants", default="defaults,scheduled")
     parser.add_argument("--rules", default=",".join(RULES), help="comma list of the rules' labels")
-    parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--n-train", type=int, default=4000)
-    parser.add_argument("--n-val", type=int, default=2000)
-    parser.add_argument("--target", type=float, default=0.9)
-    parser.add_argument("--ema-decay", type=float, default=0.998)
+    for flag, (kind, default) in SETTING_FLAGS.items():
+        parser.add_argument(flag, type=kind, default=default)
     parser.add_argument("--asgd-study", action="store_true", help="also ASGD's candidates at 4 and 8 workers")
     parser.add_argument("--json", default=str(HERE / "results" / "learning_at_scale.json"))
     parser.add_argument("--png", default=str(HERE / "results" / "learning_at_scale.png"))
@@ -274,6 +287,9 @@ def main(argv=None) -> None:
     unknown = sorted(set(args.rules.split(",")) - set(RULES))
     if unknown:
         sys.exit(f"--rules: {unknown[0]!r} is not one of: {', '.join(RULES)}")
+    unknown = sorted(set(args.variants.split(",")) - set(VARIANTS))
+    if unknown:
+        sys.exit(f"--variants: {unknown[0]!r} is not one of: {', '.join(VARIANTS)}")
     settings = {"epochs": args.epochs, "n_train": args.n_train, "n_val": args.n_val, "target": args.target,
                 "ema_decay": args.ema_decay, "batch_size": 32, "lr": 0.02, "momentum": 0.9}
     path = Path(args.json)
