@@ -97,3 +97,17 @@ To start them, set MAX_RANKS_PER_HOST=40
         if count > limit:
             raise ConfigError(f"{key}: {count} ranks on {host or 'this host'}, more than {said}: a typo? To start "
                               f"them, set MAX_RANKS_PER_HOST={count}")
+
+
+def check_lr_schedule(options: Any) -> None:
+    """LR_SCHEDULE=step names its milestones (LR_DECAY_EPOCHS).
+
+    >>> from types import SimpleNamespace
+    >>> check_lr_schedule(SimpleNamespace(lr_schedule="step", lr_decay_epochs=""))
+    Traceback (most recent call last):
+    ...
+    theanompi.core.errors.ConfigError: LR_SCHEDULE='step' needs LR_DECAY_EPOCHS (the epochs at which ...
+    """
+    if options.lr_schedule == "step" and not options.lr_decay_epochs:
+        raise ConfigError("LR_SCHEDULE='step' needs LR_DECAY_EPOCHS (the epochs at which the learning rate is "
+                          "multiplied by LR_DECAY), e.g. LR_DECAY_EPOCHS=20,30")
