@@ -2,7 +2,8 @@
 
     flock /work/wt/bench.lock python benchmarks/slow_links.py [--quick] [--parts rules,mixed,goals,allreduce]
         [--rates unlimited,1gbit,100mbit,20mbit] [--models mlp,resnet20] [--configs "BSP cdd,EASGD"]
-        [--json benchmarks/results/slow_links.json] [--png benchmarks/results/slow_links.png]
+        [--json benchmarks/results/slow_links.json] [--png benchmarks/results/slow_links.png] [--dry-run]
+    python benchmarks/slow_links.py --markdown benchmarks/results/slow_links.json   # the tables for the docs
 
 Each session is a real ``tmlauncher`` session started on host1 of ``python tools/netsim.py run --hosts 4 --rate R``
 (one worker per host; EASGD's server and ASGD's server are extra ranks on host1), as a user would rehearse one
@@ -14,7 +15,8 @@ Parts:
 
 * ``rules``: every configuration of :data:`CONFIGS` x :data:`MODELS` (a 1.1 M-parameter MLP on the digits, 4.5 MB
   a message: communication-heavy; ResNet-20 on the digits, 0.27 M parameters: compute-heavy) x the link rates;
-* ``mixed``: the MLP with one host's link at 1/20 of the others' (100 Mbit/s, host4 at 5 Mbit/s);
+* ``mixed``: the MLP with one host's link at 1/20 of the others' (100 Mbit/s, host4 at 5 Mbit/s; ``--quick``:
+  1 Gbit/s and 50 Mbit/s);
 * ``goals``: what issue 36's goals are measured on: BSP ``cdd`` and DiLoCo on 2 hosts at 20 Mbit/s; ``cdd``
   uncompressed, fp16, bf16 and PowerSGD (rank 2) on 4 hosts at 50 Mbit/s;
 * ``allreduce``: on 2 hosts at 100 Mbit/s (and 20), the allreduce of 16 and 64 MB vectors by mpi4py with Open MPI's
@@ -23,9 +25,9 @@ Parts:
 
 Configurations whose options this theanompi does not have (BSP_COMPRESSION, BSP_OUTER_OPTIMIZER: issue 36 items 3
 and 4) are skipped with a printed note, found through the options table. ``--quick`` (a few minutes): the MLP,
-2 epochs, unlimited and 20 Mbit/s links, BSP ``cdd``, BSP ``avg`` and EASGD; the mixed case with ``cdd`` and EASGD;
-one allreduce size. The full run prints its estimated duration first (about 80 minutes on 2 cores). Timing runs take
-the shared lock (``flock /work/wt/bench.lock``); the JSON records the machine and its load.
+2 epochs (its target: 90 %), unlimited and 100 Mbit/s links, BSP ``cdd``, BSP ``avg`` and EASGD, and the mixed case,
+with them; one allreduce size. Every run prints its estimated duration first (``--dry-run``: only that). Timing runs
+take the shared lock (``flock /work/wt/bench.lock``); the JSON records the machine and its load.
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ class Model:
     modelclass: str
     keys: dict[str, object]
     epochs: int
-    target: float
+    target: float  # the accuracy whose time is measured; --quick's 2 epochs aim lower
+    quick_target: float
     params: int  # parameters (float32): what a message carries
     compute_epoch_s: float  # one epoch's compute on 4 workers of this 2-core machine (for the estimate)
 
@@ -73,9 +76,9 @@ class Config:
 
 MODELS = {
     "mlp": Model("theanompi.models.mlp", "MLP", {"MODEL_HIDDEN": "1024,1024", "MODEL_BATCH_SIZE": 32}, epochs=5,
-                 target=0.95, params=1_126_410, compute_epoch_s=4.0),
+                 target=0.95, quick_target=0.90, params=1_126_410, compute_epoch_s=4.0),
     "resnet20": Model("theanompi.models.zoo.resnet", "ResNet20", {"MODEL_DATA": "digits", "MODEL_BATCH_SIZE": 32},
-                      epochs=4, target=0.90, params=269_722, compute_epoch_s=40.0),
+                      epochs=4, target=0.90, quick_target=0.80, params=269_722, compute_epoch_s=40.0),
 }
 AVG = {"BSP_SYNC_TYPE": "avg", "BSP_AVG_FREQ": 8}
 CONFIGS = {
@@ -93,6 +96,7 @@ CONFIGS = {
 QUICK_CONFIGS = ("BSP cdd", "BSP avg", "EASGD")
 GOALS_COMPRESSION = ("BSP cdd", "BSP cdd fp16", "BSP cdd bf16", "BSP cdd PowerSGD")
 MIXED = ("100mbit", "host4=5mbit")
+QUICK_MIXED = ("1gbit", "host4=50mbit")
 STARTUP_S = 30.0  # a 4-host session's start: launching, importing, loading the compiled functions
 
 
@@ -146,7 +150,7 @@ def worker_bytes(summary: dict) -> list[int]:
 
 
 def run_session(work: Path, label: str, model: Model, config: Config, rate: str, rate_of: list[str],
-                n_hosts: int = HOSTS, epochs: int | None = None) -> dict:
+                n_hosts: int = HOSTS, epochs: int | None = None, target: float | None = None) -> dict:
     """One session on ``n_hosts`` netsim hosts; its measures, or its error."""
     slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
     run_dir, cfg = work / slug, work / f"{slug}.cfg"
@@ -168,15 +172,17 @@ def run_session(work: Path, label: str, model: Model, config: Config, rate: str,
     first = records[0]["elapsed_s"] - records[0]["epoch_s"]  # when training began
     curve = [{"epoch": r["epoch"] + 1, "seconds": r["elapsed_s"] - first, "val_accuracy": r["val_accuracy"]}
              for r in records]
-    hit = next((p for p in curve if p["val_accuracy"] >= model.target), None)
+    target = target or model.target
+    hit = next((p for p in curve if p["val_accuracy"] >= target), None)
     train_s = curve[-1]["seconds"]
     sent = worker_bytes(summary)
+    steps = summary["iterations"] / (summary["workers"] if config.rule == "EASGD" else 1)  # EASGD counts them all
     return {"rule": config.rule, "rate": rate, "rate_of": rate_of, "hosts": n_hosts, "epochs": len(curve),
-            "curve": curve, "target": model.target, "seconds_to_target": hit and hit["seconds"],
+            "curve": curve, "target": target, "seconds_to_target": hit and hit["seconds"],
             "epochs_to_target": hit and hit["epoch"], "final_accuracy": curve[-1]["val_accuracy"], "train_s": train_s,
-            "iterations": summary["iterations"], "seconds_per_step": train_s / max(1, summary["iterations"]),
+            "steps_per_worker": steps, "seconds_per_step": train_s / max(1, steps),
             "bytes_sent": summary["bytes_sent"], "bytes_per_worker": sum(sent) / len(sent),
-            "bytes_per_worker_step": sum(sent) / len(sent) / max(1, summary["iterations"]),
+            "bytes_per_worker_step": sum(sent) / len(sent) / max(1, steps),
             "tx_bytes": tx, "compute_share": calc_s / train_s if train_s else None, "session_s": session_s}
 
 
@@ -223,7 +229,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
                 if "rules" in parts:
                     plan.add("rules", name, config, rate, [], HOSTS, epochs)
             if "mixed" in parts and name == "mlp":
-                plan.add("mixed", name, config, MIXED[0], [MIXED[1]], HOSTS, epochs)
+                rate, slow = QUICK_MIXED if args.quick else MIXED
+                plan.add("mixed", name, config, rate, [slow], HOSTS, epochs)
     if "goals" in parts and not args.quick:
         for config in ("BSP cdd", "DiLoCo"):
             plan.add("goals", "mlp", config, "20mbit", [], 2, MODELS["mlp"].epochs)
@@ -270,7 +277,7 @@ def print_table(results: dict[str, dict], part: str, model: str, rates: list[str
     rows = {key: r for key, r in results.items() if r.get("part") == part and r.get("model") == model}
     if not rows:
         return
-    target = MODELS[model].target
+    target = next(iter(rows.values())).get("target", MODELS[model].target)
     print(f"\n{part}: {model}, {HOSTS} hosts; seconds to {100 * target:.0f} % | MB sent per worker | compute share")
     print(f"{'':<18}" + "".join(f"{rate:>24}" for rate in rates))
     for config in CONFIGS:
@@ -287,6 +294,35 @@ def print_table(results: dict[str, dict], part: str, model: str, rates: list[str
                              f"{'-' if share is None else f'{100 * share:.0f}%'}")
         if any(cells):
             print(f"{config:<18}" + "".join(f"{c:>24}" for c in cells))
+
+
+def markdown(data: dict) -> str:
+    """The JSON's sessions as the Markdown tables docs/performance.md shows: per part and model, a row per
+    configuration, a column per link rate: seconds to the target / MB sent per worker / compute share."""
+    sessions = [r for r in data["sessions"].values() if "error" not in r]
+    out = []
+    for part in ("rules", "mixed", "goals"):
+        for model in MODELS:
+            rows = [r for r in sessions if r["part"] == part and r["model"] == model]
+            if not rows:
+                continue
+            known = dict.fromkeys((*RATES, "50mbit", MIXED[0], QUICK_MIXED[0]))
+            rates = [rate for rate in known if any(r["rate"] == rate for r in rows)]
+            hosts = sorted({r["hosts"] for r in rows})
+            out.append(f"\n{part}, {model} ({'/'.join(map(str, hosts))} hosts, {rows[0]['epochs']} epochs; s to "
+                       f"{100 * rows[0]['target']:.0f} % / MB per worker / compute share):\n")
+            out.append("| configuration | " + " | ".join(rates) + " |")
+            out.append("|---|" + "---|" * len(rates))
+            for config in CONFIGS:
+                cells = []
+                for rate in rates:
+                    r = next((r for r in rows if r["config"] == config and r["rate"] == rate), None)
+                    cells.append("" if r is None else
+                                 f"{fmt_s(r['seconds_to_target'])} / {r['bytes_per_worker'] / 1e6:.1f} / "
+                                 f"{100 * (r['compute_share'] or 0):.0f} %")
+                if any(cells):
+                    out.append(f"| {config} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
 
 
 def find(results: dict[str, dict], part: str, config: str, rate: str) -> dict | None:
@@ -352,7 +388,8 @@ def plot(results: dict[str, dict], rates: list[str], path: Path) -> None:
                 axes[0][col].plot(*zip(*reached), marker="o", label=config)
             axes[1][col].plot([xv for xv, _ in points], [r["bytes_per_worker"] / 1e6 for _, r in points],
                               marker="o", label=config)
-        axes[0][col].set(title=f"{model}: seconds to {100 * MODELS[model].target:.0f} % (4 hosts)", xscale="log",
+        target = next(r["target"] for r in results.values() if r.get("model") == model and "target" in r)
+        axes[0][col].set(title=f"{model}: seconds to {100 * target:.0f} % (4 hosts)", xscale="log",
                          xlabel="link rate, Mbit/s (10 000: unlimited)", ylabel="seconds")
         axes[1][col].set(title=f"{model}: MB sent per worker", xscale="log", yscale="log",
                          xlabel="link rate, Mbit/s (10 000: unlimited)", ylabel="MB")
@@ -372,17 +409,21 @@ def machine() -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a few minutes: the MLP, 2 epochs, 2 rates, 3 configs")
+    parser.add_argument("--quick", action="store_true", help="a few minutes: the MLP, 2 epochs, unlimited and 100mbit, "
+                        "BSP cdd, BSP avg, EASGD")
     parser.add_argument("--parts", default="rules,mixed,goals,allreduce")
     parser.add_argument("--rates", default=None, help=f"comma list (default {','.join(RATES)})")
     parser.add_argument("--models", default=None, help=f"comma list of {', '.join(MODELS)}")
     parser.add_argument("--configs", default=None, help=f"comma list of {', '.join(CONFIGS)}")
+    parser.add_argument("--dry-run", action="store_true", help="print the sessions and the estimated duration only")
+    parser.add_argument("--markdown", metavar="JSON", help="print a result file's tables in Markdown, run nothing")
     parser.add_argument("--json", default=str(HERE / "results" / "slow_links.json"))
     parser.add_argument("--png", default=str(HERE / "results" / "slow_links.png"))
     args = parser.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("slow_links: needs root (tools/netsim.py makes the hosts)")
-    args.rates = args.rates or ("unlimited,20mbit" if args.quick else ",".join(RATES))
+    if args.markdown:
+        print(markdown(json.loads(Path(args.markdown).read_text())))
+        return
+    args.rates = args.rates or ("unlimited,100mbit" if args.quick else ",".join(RATES))
     args.models = args.models or ("mlp" if args.quick else ",".join(MODELS))
     args.configs = args.configs or ",".join(QUICK_CONFIGS if args.quick else CONFIGS)
     unknown = [c for c in args.configs.split(",") if c not in CONFIGS] + \
@@ -396,12 +437,19 @@ def main() -> None:
     parts = args.parts.split(",")
     print(f"slow_links: {len(plan.sessions)} sessions" + (" and the allreduce part" if "allreduce" in parts else "")
           + f"; estimated {plan.estimate_s() / 60 + (3 if 'allreduce' in parts else 0):.0f} min", flush=True)
+    if args.dry_run:
+        for _, label, model, config, rate, _, _, epochs in plan.sessions:
+            print(f"  {label}: ~{estimate_s(MODELS[model], CONFIGS[config], rate, epochs):.0f} s")
+        return
+    if os.geteuid() != 0:
+        sys.exit("slow_links: needs root (tools/netsim.py makes the hosts)")
     load_before, started = os.getloadavg(), time.time()
     results: dict[str, dict] = {}
     work = Path(tempfile.mkdtemp(prefix="theanompi-slow-links-", dir="/var/tmp"))  # every host sees it
     try:
         for part, label, model, config, rate, rate_of, hosts, epochs in plan.sessions:
-            r = run_session(work, label, MODELS[model], CONFIGS[config], rate, rate_of, hosts, epochs)
+            target = MODELS[model].quick_target if args.quick else MODELS[model].target
+            r = run_session(work, label, MODELS[model], CONFIGS[config], rate, rate_of, hosts, epochs, target)
             results[label] = {"part": part, "model": model, "config": config, "rate": rate, **r}
             shown = r.get("error") or (f"{fmt_s(r['seconds_to_target'])} s to target, final "
                                        f"{100 * r['final_accuracy']:.2f} %, {r['bytes_per_worker'] / 1e6:.1f} MB "
@@ -417,7 +465,8 @@ def main() -> None:
     rates = args.rates.split(",")
     for part in ("rules", "mixed"):
         for model in MODELS:
-            print_table(results, part, model, [MIXED[0]] if part == "mixed" else rates)
+            print_table(results, part, model, [(QUICK_MIXED if args.quick else MIXED)[0]] if part == "mixed"
+                        else rates)
     measured = goals(results, allreduce)
     print("\ngoals, as measured:")
     for goal, value in measured.items():
