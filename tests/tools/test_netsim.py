@@ -5,6 +5,7 @@ The tests that make namespaces need root; each skips with one line otherwise.
 
 from __future__ import annotations
 
+import doctest
 import json
 import os
 import re
@@ -73,6 +74,12 @@ def assert_nothing_left(before: dict[str, set[str]], holders: dict[int, int]) ->
 
 
 # ----- without root ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("module", [netsim, netsim_cluster], ids=["netsim", "netsim_cluster"])
+def test_docstring_examples(module):
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0
+
+
 @pytest.mark.parametrize("args, message", [
     (["--hosts", "9", "--", "true"], "--hosts 9: a cluster has 2 to 8 hosts"),
     (["--hosts", "2", "--rate", "20mbps", "--", "true"], "rate '20mbps' is not NUMBER followed by bit"),
