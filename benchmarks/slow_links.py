@@ -375,8 +375,9 @@ def plot(results: dict[str, dict], rates: list[str], path: Path) -> None:
     models = [m for m in MODELS if any(r.get("model") == m and r.get("part") == "rules" for r in results.values())]
     if not models:
         return
-    fig, axes = plt.subplots(2, len(models), figsize=(6 * len(models), 8), squeeze=False, constrained_layout=True)
+    fig, axes = plt.subplots(3, len(models), figsize=(6 * len(models), 11), squeeze=False, constrained_layout=True)
     x = {rate: rate_bits(rate) / 1e6 for rate in rates}
+    xlabel = "link rate, Mbit/s (10 000: unlimited)"
     for col, model in enumerate(models):
         for config in CONFIGS:
             runs = [find(results, "rules", config, rate) for rate in rates]
@@ -386,13 +387,16 @@ def plot(results: dict[str, dict], rates: list[str], path: Path) -> None:
             reached = [(xv, r["seconds_to_target"]) for xv, r in points if r["seconds_to_target"]]
             if reached:
                 axes[0][col].plot(*zip(*reached), marker="o", label=config)
-            axes[1][col].plot([xv for xv, _ in points], [r["bytes_per_worker"] / 1e6 for _, r in points],
-                              marker="o", label=config)
+            for row, key, scale in ((1, "seconds_per_step", 1.0), (2, "bytes_per_worker", 1e-6)):
+                axes[row][col].plot([xv for xv, _ in points], [r[key] * scale for _, r in points], marker="o",
+                                    label=config)
         target = next(r["target"] for r in results.values() if r.get("model") == model and "target" in r)
-        axes[0][col].set(title=f"{model}: seconds to {100 * target:.0f} % (4 hosts)", xscale="log",
-                         xlabel="link rate, Mbit/s (10 000: unlimited)", ylabel="seconds")
-        axes[1][col].set(title=f"{model}: MB sent per worker", xscale="log", yscale="log",
-                         xlabel="link rate, Mbit/s (10 000: unlimited)", ylabel="MB")
+        axes[0][col].set(title=f"{model}: seconds to {100 * target:.0f} % (4 hosts; none: not reached)",
+                         xscale="log", xlabel=xlabel, ylabel="seconds")
+        axes[1][col].set(title=f"{model}: seconds per step (training time / steps per worker)", xscale="log",
+                         yscale="log", xlabel=xlabel, ylabel="seconds")
+        axes[2][col].set(title=f"{model}: MB sent per worker", xscale="log", yscale="log", xlabel=xlabel,
+                         ylabel="MB")
         for ax in axes[:, col]:
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=7)
