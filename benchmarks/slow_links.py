@@ -6,7 +6,8 @@
     python benchmarks/slow_links.py --markdown benchmarks/results/slow_links.json   # the tables for the docs
 
 Each session is a real ``tmlauncher`` session started on host1 of ``python tools/netsim.py run --hosts 4 --rate R``
-(one worker per host; EASGD's server and ASGD's server are extra ranks on host1), as a user would rehearse one
+(one worker per host, one BLAS thread a rank: the hosts share this machine's cores; EASGD's server and ASGD's
+server are extra ranks on host1), as a user would rehearse one
 (docs/several-hosts.md). Per session: validation accuracy per epoch and the seconds since training began, the time
 to the model's target accuracy, ``bytes_sent`` per worker (summary.json) and each host's ``tx_bytes`` (netsim's last
 line), and the compute share of wall time (the workers' mean ``calc`` seconds over the session's training seconds).
@@ -97,6 +98,9 @@ QUICK_CONFIGS = ("BSP cdd", "BSP avg", "EASGD")
 GOALS_COMPRESSION = ("BSP cdd", "BSP cdd fp16", "BSP cdd bf16", "BSP cdd PowerSGD")
 MIXED = ("100mbit", "host4=5mbit")
 QUICK_MIXED = ("1gbit", "host4=50mbit")
+#: every netsim host sees all of this machine's cores, so the default (cores / ranks on the host) would give each
+#: rank all of them: 8 BLAS threads of 4 lock-step BSP ranks on 2 cores made a BSP step 4-8x slower than with one
+THREADS_PER_WORKER = 1
 STARTUP_S = 30.0  # a 4-host session's start: launching, importing, loading the compiled functions
 
 
@@ -126,7 +130,8 @@ def devices(config: Config, n_hosts: int) -> str:
 def write_cfg(path: Path, model: Model, config: Config, run_dir: Path, n_hosts: int, epochs: int) -> None:
     keys: dict[str, object] = {"RULE": config.rule, "MODELFILE": model.modelfile, "MODELCLASS": model.modelclass,
                                "DEVICES": devices(config, n_hosts), "N_EPOCHS": epochs, "SEED": 0,
-                               "PLOTS": "false", "TENSORBOARD": "false", "RUN_DIR": run_dir, **model.keys,
+                               "PLOTS": "false", "TENSORBOARD": "false", "RUN_DIR": run_dir,
+                               "THREADS_PER_WORKER": THREADS_PER_WORKER, **model.keys,
                                **config.keys}
     keys.update({k: v for k, v in config.model_keys.items() if model_has_option(model, k)})
     path.write_text("".join(f"{k}={v}\n" for k, v in keys.items()))
