@@ -38,7 +38,7 @@ from theanompi.rules.easgd.protocol import (
 )
 from theanompi.runtime.model_build import BuiltWorker, build_worker
 from theanompi.runtime.rank_context import RankContext
-from theanompi.runtime.records import end_session
+from theanompi.runtime.records import end_session, learning_rate_record
 from theanompi.runtime.worker_loop import WorkerLoop
 from theanompi.session.recorder import Recorder
 from theanompi.session.watchdog import ACTIVITY
@@ -119,6 +119,9 @@ class EASGDWorker(WorkerLoop[EASGDOptions]):
     def bytes_sent(self) -> int:
         return self.traffic.total
 
+    def update_average(self) -> None:
+        """Nothing: the server keeps the centre's average (AVERAGE_WEIGHTS=ema)."""
+
     def summary(self) -> dict[str, Any]:
         return {
             "worker": self.worker_index, "iterations": self.iteration, "shard_epochs": len(self.recorder.epochs),
@@ -183,7 +186,8 @@ class EASGDWorker(WorkerLoop[EASGDOptions]):
             self._unreported_train_sums += np.asarray(self.recorder.train_sums()) - self._reported_train_sums
             self._reported_train_sums = np.zeros(3)
             self.recorder.end_epoch(shard_epoch, {"iterations": self.iteration, "exchanges": self.exchanges,
-                                                  "bytes_sent": self.traffic.total - self._bytes_sent_before_epoch})
+                                                  "bytes_sent": self.traffic.total - self._bytes_sent_before_epoch,
+                                                  **learning_rate_record(self.model)})
             self._bytes_sent_before_epoch = self.traffic.total
             shard_epoch += 1
         ACTIVITY.enter("finishing")
