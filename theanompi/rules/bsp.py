@@ -207,6 +207,10 @@ class BSPWorker(WorkerLoop[BSPOptions]):
         if self.sync_type == SyncType.AVG and self.iteration % self.options.avg_freq:
             self.average_params()  # validate (and finish) on the common model
 
+    def bytes_sent(self) -> int:
+        """What the exchanger's sums and broadcasts sent (:mod:`theanompi.comm.traffic`)."""
+        return self.exchanger.sent.total
+
     def summary(self) -> dict:
         return {"sync_type": self.options.sync_type,
                 "gradient_buckets": len(self.reducer.buckets) if self.reducer is not None else 0}

@@ -103,7 +103,9 @@ class Fp16Exchanger(Exchanger):
     """
 
     def __init__(self, transport):
+        super().__init__()
         self.transport = transport
+        self.sent = transport.sent  # the transport counts the chunks it sends
         self.size = transport.size
         self.memory = "host" if transport.xp is np else "device"
 
