@@ -21,6 +21,8 @@ array([2., 4.])
 >>> pending = Solo().start_allreduce_sum(np.array([1.0, 3.0]))
 >>> pending.test(), pending.wait()
 (True, array([1., 3.]))
+>>> Solo().payload_bytes(1000, 4)              # one worker sends nothing
+0
 """
 
 from __future__ import annotations
@@ -93,6 +95,12 @@ class Exchanger(ABC):
         with ``Iallreduce``.
         """
         return PendingSum(self.allreduce_sum(buf))
+
+    def payload_bytes(self, count: int, itemsize: int) -> int:
+        """Bytes this rank sends in one :meth:`allreduce_sum` of ``count`` elements of ``itemsize`` bytes, counted
+        as a bandwidth-optimal allreduce sends them (a ring's reduce-scatter and allgather: 2(N-1)/N of the
+        buffer); a transport whose messages differ (16-bit ones) says its own."""
+        return (2 * (self.size - 1) * count * itemsize) // self.size
 
     def allreduce_mean(self, buf):
         """Replace ``buf`` with the element-wise mean over all participants; return it."""
