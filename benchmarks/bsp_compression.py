@@ -10,8 +10,8 @@
   steps of an epoch): plain averaging (local SGD), DiLoCo (BSP_OUTER_OPTIMIZER=nesterov, lr 0.7, momentum 0.9), and
   DiLoCo with fp16 pseudo-gradients.
 
-Bytes are the payload each worker's exchanges sent (``summary.json``'s ``per_worker[*].payload_bytes``, counted as
-:meth:`Exchanger.payload_bytes <theanompi.comm.exchange.base.Exchanger.payload_bytes>` does: a ring allreduce's
+Bytes are the payload each worker's exchanges sent (``summary.json``'s ``bytes_sent``, counted as
+:mod:`theanompi.comm.traffic` does: a ring allreduce's
 2(N-1)/N of the buffer, a 16-bit message's own bytes). Every run is a real session (``BSP().init``). The JSON
 records the machine and its load; this measures bytes and accuracy, not time on a slow link (that is
 ``benchmarks/slow_links.py``'s). ``--quick``: 2 epochs, one seed, a minute or two.
@@ -56,9 +56,9 @@ def run(model: dict, epochs: int, seed: int, run_dir: Path, **options) -> dict:
     if rule.wait() != 0:
         sys.exit(f"session {options} failed: {rule.failure}")
     summary = json.loads((run_dir / "summary.json").read_text())
-    sent = [w["payload_bytes"] for w in summary["per_worker"]]
+    sent = summary["bytes_sent"]  # worker 0's includes the initial broadcast of the params; worker 1's does not
     return {"final_accuracy": summary["final_val_accuracy"], "iterations": summary["iterations"],
-            "bytes_per_worker": sent, "bytes_per_step": sent[0] / summary["iterations"],
+            "bytes_per_worker": sent, "bytes_per_step": sent[-1] / summary["iterations"],
             "curve": [p["val_accuracy"] for p in accuracy_curve(run_dir)], "wall_s": time.time() - started}
 
 

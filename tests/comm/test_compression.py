@@ -109,7 +109,6 @@ def test_powersgd_on_one_worker_projects_onto_one_power_iteration_with_error_fee
         np.testing.assert_array_equal(out[600:], grad[600:])  # the vector goes whole
         np.testing.assert_allclose(compressor.state()["powersgd_error"], error.ravel(), rtol=1e-4, atol=1e-5)
     assert solo.sums == [620, 30 * 3 + 20, 20 * 3, 30 * 3 + 20, 20 * 3]  # then: the Ps and the vector, the Qs
-    assert compressor.bytes_sent == 0  # one worker sends nothing
 
 
 def test_powersgd_state_loads_resets_and_refuses_another_shape():

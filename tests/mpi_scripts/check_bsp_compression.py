@@ -82,7 +82,7 @@ for codec, rounding in (("fp16", round_fp16), ("bf16", round_bf16)):
         scattered = sum(bounds[p + 1] - bounds[p] + per_message for p in range(n)
                         if p != me and bounds[p + 1] > bounds[p])
         sent += 2 * (scattered + ((n - 1) * (own + per_message) if own else 0))
-    assert compressor.bytes_sent == sent, (compressor.bytes_sent, sent)
+    assert compressor.exchanger.sent.total == sent, (compressor.exchanger.sent.total, sent)
     if me == 0:
         print(f"{codec} ok on {n} ranks: equal to the NumPy replay bit for bit; {sent} bytes sent by rank 0")
 
@@ -118,7 +118,7 @@ ref_err = [{i: np.zeros(m.shape) for i, m in matrices_of(np.zeros(total))} for _
 expected_bytes = 0
 
 
-def ring(count):  # payload bytes of a float32 allreduce of `count` elements, as Exchanger.payload_bytes counts
+def ring(count):  # bytes of a float32 allreduce of `count` elements, as theanompi.comm.traffic counts them
     return (2 * (n - 1) * count * 4) // n
 
 
@@ -150,7 +150,7 @@ for step in range(4):
     q_count = sum(sizes[i] // SHAPES[i][0] * 2 for i in compressed)
     expected_bytes += ring(p_count + total - sum(sizes[i] for i in compressed)) + ring(q_count)
     assert not np.allclose(buf, exact, atol=1e-2), "rank 2 must lose something: else the check tests nothing"
-assert compressor.bytes_sent == expected_bytes, (compressor.bytes_sent, expected_bytes)
+assert compressor.exchanger.sent.total == expected_bytes, (compressor.exchanger.sent.total, expected_bytes)
 ratio = ring(total) / (expected_bytes - ring(total)) * 3
 
 saved = compressor.state()

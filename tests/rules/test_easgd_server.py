@@ -137,7 +137,7 @@ def test_create_builds_every_part_from_the_start_taken_with_the_workers(tmp_path
 def answer_one_exchange(server, exchange, worker_rank, steps, w):
     """Worker ``worker_rank`` reports ``steps`` and sends ``w``; the server answers it. Returns the centre before."""
     centre_before = server.centre.copy()
-    exchange.arrive(worker_rank, TAG_REPORT, np.array([steps, 1.5, 0.25, 2 * 16, 0.0, 0.0]))
+    exchange.arrive(worker_rank, TAG_REPORT, np.array([steps, 1.5, 0.25, 2 * 16, 0.0, 0.0, 4096.0]))
     exchange.arrive(worker_rank, TAG_PARAMS, w)
     server.serve_one()
     return centre_before
@@ -196,3 +196,14 @@ def test_a_checkpoints_centre_of_another_size_is_refused_naming_both_sizes(tmp_p
     path = save_easgd_checkpoint(tmp_path / "ckpts", np.zeros(5, "float32"), iteration=10, epoch=0)
     with pytest.raises(ContractError, match=r"RESUME=.*: the checkpoint's centre has 5 values, the model 9$"):
         create_server(tmp_path, monkeypatch, [3, 5], resume=str(path))
+
+
+def test_the_server_counts_its_replies_and_keeps_what_each_worker_reported_it_sent(tmp_path, monkeypatch):
+    server, exchange, _ = create_server(tmp_path, monkeypatch, [3, 5], alpha=0.5, tau=2, n_epochs=2)
+    server.hand_out_first_grants()
+    assert server.traffic.total == 0  # worker 0 roots the start's broadcast; grants are bookkeeping
+    answer_one_exchange(server, exchange, worker_rank=2, steps=2, w=START.copy())  # its report says 4096 bytes
+    reply_bytes = 2 * 8 + START.size * 4  # the reply (grant, send_state as int64) and d
+    assert server.traffic.total == reply_bytes
+    assert server.tallies.bytes_sent == [0, 4096]
+    assert server.bytes_sent_by_rank() == [reply_bytes, 0, 4096]  # by session rank: server 0, workers 1 and 2

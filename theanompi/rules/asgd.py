@@ -213,6 +213,14 @@ class ASGDWorker(WorkerLoop[ASGDOptions]):
     def worker_record(self) -> dict:
         return {**super().worker_record(), "exchanges": self.exchanges}
 
+    def bytes_sent(self) -> int:
+        """Every message this worker's parameter-server client sent."""
+        return int(self.client.sent.total)
+
+    def bytes_sent_by_rank(self, per_worker: list[dict[str, Any]]) -> list[int]:
+        """The workers' (session ranks 0..N-1), then the servers' replies (ranks N.., from their statistics)."""
+        return super().bytes_sent_by_rank(per_worker) + [int(stats["bytes_sent"]) for stats in self.server_stats]
+
     def summary(self) -> dict:
         staleness: dict[str, list] = {}
         for stats in self.server_stats:

@@ -243,7 +243,6 @@ class BSPWorker(WorkerLoop[BSPOptions]):
         with rec.timer("comm"):
             if self.reducer is not None:
                 total = self.reducer.finish()
-                self.compressor.count(self.fused.size, self.fused.dtype.itemsize)
             else:  # a C-mode vector goes as it is
                 total = self.compressor.allreduce_sum(self.fused.stage(vector), self.iteration)
         with rec.timer("calc"):
@@ -318,16 +317,15 @@ class BSPWorker(WorkerLoop[BSPOptions]):
         once: when the workers change (a resume with another number of workers; issue 37's elastic sessions)."""
         self.compressor.reset()
 
+    def bytes_sent(self) -> int:
+        """What the exchanger's sums and broadcasts sent (:mod:`theanompi.comm.traffic`)."""
+        return self.exchanger.sent.total
+
     def summary(self) -> dict:
         return {"sync_type": self.options.sync_type,
                 "gradient_buckets": len(self.reducer.buckets) if self.reducer is not None else 0,
                 "compression": self.compressor.name,
                 "outer_optimizer": self.options.outer_optimizer if self.sync_type == SyncType.AVG else "none"}
-
-    def worker_record(self) -> dict[str, Any]:
-        """The shared record plus ``payload_bytes``: what this worker's BSP exchanges sent
-        (:attr:`Compressor.bytes_sent <theanompi.comm.compression.base.Compressor.bytes_sent>`)."""
-        return {**super().worker_record(), "payload_bytes": self.compressor.bytes_sent}
 
     def _check_update_vector(self, vector) -> None:
         name = type(self.model).__name__

@@ -85,6 +85,7 @@ from typing import Any
 
 import numpy as np
 
+from theanompi.comm.traffic import SentBytes
 from theanompi.core.polling import poll_until
 from theanompi.core.session_options import GOSGDOptions
 from theanompi.models.contract import SyncType
@@ -195,6 +196,7 @@ class GOSGDWorker(WorkerLoop[GOSGDOptions]):
         self.sent = np.zeros(self.size, dtype=np.int64)      # messages sent to each peer
         self.received = np.zeros(self.size, dtype=np.int64)  # messages received from each peer
         self.idle_merges = 0  # merged while waiting for peers at an epoch boundary
+        self.traffic = SentBytes()  # the bytes of the start, the pushes and the consensus (theanompi.comm.traffic)
         self.pending: list[tuple[Any, np.ndarray]] = []  # (Isend request, its buffer)
         self.free: list[np.ndarray] = []
         self._at_boundary = False
@@ -228,7 +230,9 @@ class GOSGDWorker(WorkerLoop[GOSGDOptions]):
         comm = self.comm
         check_agreement(comm, n_params=self.fused.size, param_dtype=str(self.fused.dtype), n_epochs=self.n_epochs)
         if self.restored is None:
-            comm.Bcast(self.fused.read(), root=0)  # every worker starts from rank 0's params
+            flat = self.fused.read()
+            self.traffic.bcast(flat, self.size, root=self.rank == 0)
+            comm.Bcast(flat, root=0)  # every worker starts from rank 0's params
             self.fused.write(self.fused.buffer)
         elif int(self.restored["n_workers"]) == self.size:
             self.weight = float(self.restored["worker_rule_state"][self.rank]["weight"])
@@ -245,6 +249,7 @@ class GOSGDWorker(WorkerLoop[GOSGDOptions]):
         self.weight *= 0.5
         buf = self.free.pop() if self.free else np.empty_like(self.recv_buf)
         pack_message(params, self.weight, buf)
+        self.traffic.message(buf)
         request = self.gcomm.Isend([buf, self._mpi.BYTE], dest=peer, tag=GOSSIP_TAG)
         self.pending.append((request, buf))
         self.sent[peer] += 1
@@ -354,6 +359,8 @@ class GOSGDWorker(WorkerLoop[GOSGDOptions]):
         np.multiply(self.fused.read(), self.weight, out=consensus[:-1])
         consensus[-1] = self.weight
         # reduce + bcast rather than allreduce: every worker gets bit-identical parameters
+        self.traffic.reduce(consensus, self.size, root=self.rank == 0)
+        self.traffic.bcast(consensus, self.size, root=self.rank == 0)
         self.comm.Reduce(MPI.IN_PLACE if self.rank == 0 else consensus, consensus if self.rank == 0 else None,
                          op=MPI.SUM, root=0)
         self.comm.Bcast(consensus, root=0)
@@ -399,6 +406,9 @@ class GOSGDWorker(WorkerLoop[GOSGDOptions]):
 
     def summary(self) -> dict[str, Any]:
         return dict(self._final)
+
+    def bytes_sent(self) -> int:
+        return self.traffic.total
 
     def worker_record(self) -> dict[str, Any]:
         """This worker's counters for ``summary.json``'s ``per_worker`` list."""

@@ -66,6 +66,7 @@ class WorkerLoop(Generic[OptionsT]):
         self.restored_worker = 0  # the worker whose entries of that checkpoint this worker took
         #: the progress inside each epoch, on the worker that prints the epoch lines (set by :meth:`run`)
         self.epoch_progress: EpochProgress | None = None
+        self._bytes_sent_before_epoch = 0  # bytes_sent() when the epoch began
 
     def start(self) -> None:
         """Everything before the first step: the records' TensorBoard events (TENSORBOARD), a checkpoint to resume
@@ -166,9 +167,20 @@ class WorkerLoop(Generic[OptionsT]):
         """Rule-specific entries of ``summary.json`` (called on worker 0 only)."""
         return {}
 
+    def bytes_sent(self) -> int:
+        """The bytes this rank's exchanges have handed to MPI to send since the session started, as the owner of
+        its exchanges counts them (:mod:`theanompi.comm.traffic`); 0 for a rule without exchanges."""
+        return 0
+
+    def bytes_sent_by_rank(self, per_worker: list[dict[str, Any]]) -> list[int]:
+        """``summary.json``'s ``bytes_sent``: every session rank's, in rank order (called on worker 0 with the
+        gathered worker records); rules with server ranks add theirs."""
+        return [int(record["bytes_sent"]) for record in per_worker]
+
     def worker_record(self) -> dict[str, Any]:
         """This worker's entry of ``summary.json``'s ``per_worker`` list; rules add their counters."""
-        return {"iterations": self.iteration, **{f"{k}_s": round(v, 6) for k, v in self.recorder.totals.items()}}
+        return {"iterations": self.iteration, "bytes_sent": self.bytes_sent(),
+                **{f"{k}_s": round(v, 6) for k, v in self.recorder.totals.items()}}
 
     # the session -----------------------------------------------------------------------
     def train_epoch(self, epoch: int) -> bool:
@@ -214,7 +226,11 @@ class WorkerLoop(Generic[OptionsT]):
             self.end_of_epoch(epoch)
             if callable(getattr(self.model, "sync_state", None)):
                 self.model.sync_state(self.comm)
-            self.recorder.end_epoch(epoch, epoch_metrics(self.model, self.recorder, self.comm, epoch, progress))
+            sent = self.bytes_sent()
+            metrics = epoch_metrics(self.model, self.recorder, self.comm, epoch, progress,
+                                    bytes_sent=sent - self._bytes_sent_before_epoch)
+            self._bytes_sent_before_epoch = sent
+            self.recorder.end_epoch(epoch, metrics)
             if every and (epoch + 1) % every == 0:
                 self.before_checkpoint(epoch)
                 self.save_checkpoint(epoch)
@@ -232,5 +248,5 @@ class WorkerLoop(Generic[OptionsT]):
         summary = None
         if self.comm.rank == 0:
             summary = {"rule": self.rule_name, "workers": self.comm.size, "iterations": self.iteration,
-                       **self.summary(), "per_worker": per_worker}
+                       **self.summary(), "bytes_sent": self.bytes_sent_by_rank(per_worker), "per_worker": per_worker}
         end_session(self.model, self.recorder, self.ctx.spec.run_dir, summary, plots=self.options.plots)

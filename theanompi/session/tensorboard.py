@@ -5,7 +5,8 @@ Every recorder that writes records (:class:`~theanompi.session.recorder.Recorder
 
 * per epoch (step: the epoch, from 1): ``train/loss``, ``train/error``, ``val/loss``, ``val/error``,
   ``val/accuracy`` (``val/error_top5`` for Theano-MPI models), ``speed/samples_per_s`` and ``time/calc_s``,
-  ``time/comm_s``, ``time/wait_s``, ``time/compile_s``, ``time/epoch_s`` -- whichever the record has;
+  ``time/comm_s``, ``time/wait_s``, ``time/compile_s``, ``time/epoch_s`` and ``comm/bytes_sent`` (the bytes the
+  workers' exchanges sent in the epoch, :mod:`theanompi.comm.traffic`) -- whichever the record has;
 * per iteration (step: iterations done, every ``TENSORBOARD_EVERY``): ``train/loss_per_iteration``, the mean loss
   of the batches this recorder saw since the previous point (worker 0's; EASGD's server: the workers' reports);
 * as text: ``session/options`` (rule, devices, model, every option) at the start, ``session/summary`` at the end.
@@ -60,6 +61,7 @@ EPOCH_TAGS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("wait_s",), "time/wait_s"),
     (("compile_s",), "time/compile_s"),
     (("epoch_s",), "time/epoch_s"),
+    (("bytes_sent",), "comm/bytes_sent"),
 )
 ITERATION_TAG = "train/loss_per_iteration"
 

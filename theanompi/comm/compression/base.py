@@ -2,11 +2,11 @@
 
 A :class:`Compressor` replaces a buffer (BSP ``cdd``'s update vector, ``avg``'s pseudo-gradient) with its sum over
 the workers -- or the sum of what its encoding keeps -- in place, through an
-:class:`~theanompi.comm.exchange.base.Exchanger`. It counts the payload bytes this rank sends
-(:attr:`Compressor.bytes_sent`, as ``Exchanger.payload_bytes`` counts them) and owns whatever it carries from one
-exchange to the next (error feedback, a warm start): :meth:`Compressor.state` and :meth:`Compressor.load_state`
-are what a checkpoint keeps of it, and :meth:`Compressor.reset` forgets it -- the hook for a change of the workers
-(an elastic session's new world size), after which every worker starts the compressor afresh, together.
+:class:`~theanompi.comm.exchange.base.Exchanger` (which counts the bytes sent, ``exchanger.sent``:
+:mod:`theanompi.comm.traffic`), and owns whatever it carries from one exchange to the next (error feedback, a warm
+start): :meth:`Compressor.state` and :meth:`Compressor.load_state` are what a checkpoint keeps of it, and
+:meth:`Compressor.reset` forgets it -- the hook for a change of the workers (an elastic session's new world size),
+after which every worker starts the compressor afresh, together.
 
 :class:`ExchangerSum` is the compressor of ``none``, ``fp16`` and ``bf16``: the exchanger itself sums (a 16-bit
 exchanger for the last two, :mod:`theanompi.comm.exchange.fp16`), and nothing is carried over.
@@ -22,8 +22,8 @@ Example
 >>> plain = ExchangerSum(Solo(), "none")
 >>> plain.allreduce_sum(np.array([1.0, 2.0], "float32"), iteration=0)
 array([1., 2.], dtype=float32)
->>> plain.bytes_sent, plain.state()
-(0, {})
+>>> plain.state()
+{}
 """
 
 from __future__ import annotations
@@ -39,14 +39,13 @@ from theanompi.comm.exchange.base import Exchanger
 class Compressor(ABC):
     """Sums fused-layout buffers over an exchanger's workers, each with its own encoding on the wire.
 
-    ``name`` is BSP_COMPRESSION's value; :attr:`bytes_sent` the payload bytes this rank sent so far.
+    ``name`` is BSP_COMPRESSION's value.
     """
 
     name: str = ""
 
     def __init__(self, exchanger: Exchanger):
         self.exchanger = exchanger
-        self.bytes_sent = 0
 
     @abstractmethod
     def allreduce_sum(self, buf: Any, iteration: int) -> Any:
@@ -55,10 +54,6 @@ class Compressor(ABC):
         ``iteration``: the worker's iteration counter (a compressor may exchange uncompressed before some
         iteration). Collective: every worker calls it with the same iteration.
         """
-
-    def count(self, n_elements: int, itemsize: int) -> None:
-        """Add one exchanger sum of ``n_elements`` elements of ``itemsize`` bytes to :attr:`bytes_sent`."""
-        self.bytes_sent += self.exchanger.payload_bytes(n_elements, itemsize)
 
     def reset(self) -> None:  # noqa: B027 - a stateless compressor has nothing to forget
         """Forget what is carried between exchanges (every worker at once: e.g. when the workers changed)."""
@@ -79,5 +74,4 @@ class ExchangerSum(Compressor):
         self.name = name
 
     def allreduce_sum(self, buf: Any, iteration: int) -> Any:
-        self.count(buf.size, buf.dtype.itemsize)
         return self.exchanger.allreduce_sum(buf)

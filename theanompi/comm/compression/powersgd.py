@@ -126,7 +126,6 @@ class PowerSGD(Compressor):
         if not isinstance(buf, np.ndarray):
             raise ContractError(f"BSP_COMPRESSION=powersgd sums host (NumPy) buffers, got {type(buf).__name__}")
         if iteration < self.start_iter or not self.matrices:
-            self.count(buf.size, buf.dtype.itemsize)
             return self.exchanger.allreduce_sum(buf)
         if not self.qs:
             self.reset()
@@ -137,7 +136,6 @@ class PowerSGD(Compressor):
             view += error  # M_i: the buffer with the error fed back
             np.matmul(view, q, out=first[m.p_offset:m.p_offset + m.rows * m.rank].reshape(m.rows, m.rank))
         self._spans(buf, first, gather=True)
-        self.count(first.size, first.dtype.itemsize)
         self.exchanger.allreduce_sum(first)
         self._spans(buf, first, gather=False)
         bases = []
@@ -147,7 +145,6 @@ class PowerSGD(Compressor):
             np.matmul(view.T, basis, out=local_q)
             np.subtract(view, basis @ local_q.T, out=error)  # what this worker's matrix loses in the projection
             bases.append(basis)
-        self.count(second.size, second.dtype.itemsize)
         self.exchanger.allreduce_sum(second)
         scale = self.dtype.type(1.0 / self.exchanger.size)
         for m, view, basis, q in zip(self.matrices, views, bases, self.qs):

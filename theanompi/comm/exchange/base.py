@@ -2,7 +2,8 @@
 
 Host exchangers (``memory = "host"``) take NumPy buffers and work in place;
 device exchangers (``memory = "device"``) take CuPy buffers on the rank's GPU.
-Callers use the returned array (the same buffer for every exchanger here).
+Callers use the returned array (the same buffer for every exchanger here). Every exchanger counts what its
+calls send in :attr:`Exchanger.sent` (:mod:`theanompi.comm.traffic`: an allreduce as a ring's share per rank).
 
 :meth:`Exchanger.start_allreduce_sum` starts a sum and returns a :class:`PendingSum` to complete it later
 (``Iallreduce`` over MPI), so that several sums can be in flight while the caller computes (BSP's buckets
@@ -21,8 +22,6 @@ array([2., 4.])
 >>> pending = Solo().start_allreduce_sum(np.array([1.0, 3.0]))
 >>> pending.test(), pending.wait()
 (True, array([1., 3.]))
->>> Solo().payload_bytes(1000, 4)              # one worker sends nothing
-0
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from theanompi.backend.arrays import namespace_of
+from theanompi.comm.traffic import SentBytes
 
 
 class PendingSum:
@@ -79,6 +79,11 @@ class Exchanger(ABC):
     #: enqueued on a CUDA stream); only then does BSP overlap the exchange with backward
     nonblocking: bool = False
 
+    def __init__(self) -> None:
+        #: the bytes this rank's sums and broadcasts sent (:mod:`theanompi.comm.traffic`); an exchanger over a
+        #: transport shares the transport's
+        self.sent = SentBytes()
+
     @abstractmethod
     def allreduce_sum(self, buf):
         """Replace ``buf`` with the element-wise sum over all participants; return it."""
@@ -95,12 +100,6 @@ class Exchanger(ABC):
         with ``Iallreduce``.
         """
         return PendingSum(self.allreduce_sum(buf))
-
-    def payload_bytes(self, count: int, itemsize: int) -> int:
-        """Bytes this rank sends in one :meth:`allreduce_sum` of ``count`` elements of ``itemsize`` bytes, counted
-        as a bandwidth-optimal allreduce sends them (a ring's reduce-scatter and allgather: 2(N-1)/N of the
-        buffer); a transport whose messages differ (16-bit ones) says its own."""
-        return (2 * (self.size - 1) * count * itemsize) // self.size
 
     def allreduce_mean(self, buf):
         """Replace ``buf`` with the element-wise mean over all participants; return it."""

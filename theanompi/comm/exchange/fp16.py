@@ -17,10 +17,10 @@ run this one algorithm. The buffer is cut into one chunk per rank; rank r owns c
 2. allgather: the owner encodes its summed chunk and sends it to every rank; every rank (the owner included)
    takes the decoded sum.
 
-Each rank sends 2(N-1)/N of the buffer in 16 bits (plus one element per fp16 message): half a ring allreduce's
-fp32 bytes (:meth:`HalfExchanger.payload_bytes`). Every rank ends with identical values. Unlike Theano-MPI's fp16
-allreduce (which summed in fp16), rounding happens only twice per element, so the error of the sum
-S = sum_i x_i over N ranks is bounded by :func:`error_bound`:
+Each rank sends 2(N-1)/N of the buffer in 16 bits (plus one element per fp16 message): half a ring allreduce's fp32
+bytes (:func:`payload_bytes_16`; the transport counts them in ``sent``). Every rank ends with identical values.
+Unlike Theano-MPI's fp16 allreduce (which summed in fp16), rounding happens only twice per element, so the error of
+the sum S = sum_i x_i over N ranks is bounded by :func:`error_bound`:
 
     |result - S| <= (2 u + N u32)(1 + u) sum_i |x_i| + (N + 1) a
 
@@ -217,7 +217,9 @@ class HalfExchanger(Exchanger):
     """
 
     def __init__(self, transport, codec=FP16):
+        super().__init__()
         self.transport = transport
+        self.sent = transport.sent  # the transport counts the chunks it sends
         self.codec = codec
         self.size = transport.size
         self.memory = "host" if transport.xp is np else "device"
@@ -229,6 +231,3 @@ class HalfExchanger(Exchanger):
         if self.size > 1:
             self.transport.bcast(buf, root)
         return buf
-
-    def payload_bytes(self, count: int, itemsize: int) -> int:
-        return payload_bytes_16(count, self.size, self.transport.rank, self.codec)

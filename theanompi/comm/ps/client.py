@@ -21,6 +21,7 @@ import numpy as np
 from theanompi.comm.ps import protocol as P
 from theanompi.comm.ps.staleness import STALENESS_MODES
 from theanompi.comm.ps.updaters import UPDATERS
+from theanompi.comm.traffic import SentBytes
 from theanompi.core.errors import TheanoMPIError
 from theanompi.core.polling import poll_until
 
@@ -46,8 +47,14 @@ class PSClient:
         self.comm = comm
         self.servers = list(servers)
         self._done = False
+        self.sent = SentBytes()  # every message this client sent (theanompi.comm.traffic)
 
     # ----- helpers ------------------------------------------------------------------------
+    def _send(self, buf: np.ndarray, dest: int, tag: int) -> None:
+        """Send one message to a server (every message of the client goes here, counted in :attr:`sent`)."""
+        self.sent.message(buf)
+        self.comm.Send(buf, dest=dest, tag=tag)
+
     def _await_reply(self, server: int) -> None:
         """Wait for a reply that may take long (a barrier) without spinning a core: poll, backing off to 2 ms."""
         poll_until(lambda: self.comm.Iprobe(source=server, tag=P.TAG_REPLY), max_sleep=2e-3)
@@ -108,8 +115,8 @@ class PSClient:
                         UPDATERS.index(updater), STALENESS_MODES.index(staleness))
         hyper = np.array([lr, momentum, eps, dc_lambda], dtype=np.float64)
         for srv in self.servers:
-            self.comm.Send(head, dest=srv, tag=P.TAG_REQUEST)
-            self.comm.Send(hyper, dest=srv, tag=P.TAG_PAYLOAD)
+            self._send(head, dest=srv, tag=P.TAG_REQUEST)
+            self._send(hyper, dest=srv, tag=P.TAG_PAYLOAD)
         self._acks(self.servers)
         return TableRef(table_id, num_row, num_col, dtype, P.shard_bounds(num_row, len(self.servers)))
 
@@ -125,10 +132,10 @@ class PSClient:
         for srv, local, pos in parts:
             n_rows = -1 if local is None else len(local)
             version = table.versions.get(srv, 0)  # what this server's shard was at this client's last read
-            self.comm.Send(P.header(op, table.table_id, n_rows, version, flags), dest=srv, tag=P.TAG_REQUEST)
+            self._send(P.header(op, table.table_id, n_rows, version, flags), dest=srv, tag=P.TAG_REQUEST)
             if local is not None:
-                self.comm.Send(np.ascontiguousarray(local), dest=srv, tag=P.TAG_PAYLOAD)
-            self.comm.Send(np.ascontiguousarray(data[pos]), dest=srv, tag=P.TAG_PAYLOAD)
+                self._send(np.ascontiguousarray(local), dest=srv, tag=P.TAG_PAYLOAD)
+            self._send(np.ascontiguousarray(data[pos]), dest=srv, tag=P.TAG_PAYLOAD)
         if ack:
             self._acks([srv for srv, _, _ in parts])
 
@@ -148,9 +155,9 @@ class PSClient:
         out = np.empty((n, table.num_col), dtype=table.dtype)
         for srv, local, _ in parts:
             n_rows = -1 if local is None else len(local)
-            self.comm.Send(P.header(P.GET, table.table_id, n_rows), dest=srv, tag=P.TAG_REQUEST)
+            self._send(P.header(P.GET, table.table_id, n_rows), dest=srv, tag=P.TAG_REQUEST)
             if local is not None:
-                self.comm.Send(np.ascontiguousarray(local), dest=srv, tag=P.TAG_PAYLOAD)
+                self._send(np.ascontiguousarray(local), dest=srv, tag=P.TAG_PAYLOAD)
         errors = []
         for srv, _local, pos in parts:
             head, err = self._reply_header(srv)
@@ -169,7 +176,7 @@ class PSClient:
         """Every server's statistics (adds, gets, staleness per client)."""
         self._check_open()
         for srv in self.servers:
-            self.comm.Send(P.header(P.STATS), dest=srv, tag=P.TAG_REQUEST)
+            self._send(P.header(P.STATS), dest=srv, tag=P.TAG_REQUEST)
         return [self.comm.recv(source=srv, tag=P.TAG_REPLY) for srv in self.servers]
 
     def barrier(self, number: int) -> None:
@@ -177,14 +184,14 @@ class PSClient:
         before its barrier is applied by then (ServerError if the barrier can never complete)."""
         self._check_open()
         for srv in self.servers:
-            self.comm.Send(P.header(P.BARRIER, 0, -1, number), dest=srv, tag=P.TAG_REQUEST)
+            self._send(P.header(P.BARRIER, 0, -1, number), dest=srv, tag=P.TAG_REQUEST)
         self._acks(self.servers, patient=True)
 
     def done(self, wait: bool = False) -> None:
         """Tell every server this client has finished (idempotent); ``wait``: return once every client has."""
         if not self._done:
             for srv in self.servers:
-                self.comm.Send(P.header(P.DONE, flags=P.FLAG_ACK if wait else 0), dest=srv, tag=P.TAG_REQUEST)
+                self._send(P.header(P.DONE, flags=P.FLAG_ACK if wait else 0), dest=srv, tag=P.TAG_REQUEST)
             self._done = True
             if wait:
                 self._acks(self.servers, patient=True)

@@ -43,6 +43,7 @@ from theanompi.comm.ps import protocol as P
 from theanompi.comm.ps.shard import TableShard
 from theanompi.comm.ps.staleness import STALENESS_MODES
 from theanompi.comm.ps.updaters import UPDATERS
+from theanompi.comm.traffic import SentBytes
 from theanompi.core.errors import TheanoMPIError
 from theanompi.core.polling import Backoff
 
@@ -68,6 +69,7 @@ class TableServer:
         self.gets = {c: 0 for c in self.clients}
         self.in_barrier: dict[int, int] = {}  # client -> number of the barrier it waits in
         self.awaiting_shutdown: list[int] = []  # clients whose DONE asked to be answered when all are done
+        self.sent = SentBytes()  # the replies this server sent (theanompi.comm.traffic; its statistics left out)
 
     # ----- loop -------------------------------------------------------------------------
     def serve(self) -> dict:
@@ -199,7 +201,7 @@ class TableServer:
     def _send_values(self, shard: TableShard, client: int, rows) -> None:
         data = shard.pulled(client, rows)
         self._reply(client, P.header(P.OK, shard.table_id, data.shape[0], shard.version))
-        self.comm.Send(data, dest=client, tag=P.TAG_REPLY)
+        self._reply(client, data)
         self.gets[client] += 1
 
     def _lose_clients(self, err: BaseException) -> None:
@@ -263,13 +265,15 @@ class TableServer:
             shard.waiting.clear()
 
     # ----- replies ----------------------------------------------------------------------
-    def _reply(self, client: int, head: np.ndarray) -> None:
-        self.comm.Send(head, dest=client, tag=P.TAG_REPLY)
+    def _reply(self, client: int, message: np.ndarray) -> None:
+        """Send one reply message (a header, values, an error's text) to ``client``, counted in :attr:`sent`."""
+        self.sent.message(message)
+        self.comm.Send(message, dest=client, tag=P.TAG_REPLY)
 
     def _error(self, client: int, message: str) -> None:
         raw = np.frombuffer(message.encode(), dtype=np.uint8)
         self._reply(client, P.header(P.ERROR, 0, len(raw)))
-        self.comm.Send(np.ascontiguousarray(raw), dest=client, tag=P.TAG_REPLY)
+        self._reply(client, np.ascontiguousarray(raw))
 
     def stats(self) -> dict:
         def summary(values):
@@ -281,4 +285,5 @@ class TableServer:
             "gets": {str(c): n for c, n in self.gets.items()},
             "staleness": {str(c): summary(v) for c, v in self.staleness.items()},
             "tables": {str(t): s.version for t, s in self.tables.items()},
+            "bytes_sent": self.sent.total,
         }

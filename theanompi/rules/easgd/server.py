@@ -25,6 +25,7 @@ import numpy as np
 from theanompi.comm.exchange.cudampi import MPIStaging
 from theanompi.comm.fault_tolerance import acknowledge_failures, is_process_failure
 from theanompi.comm.fused_params import FusedParams
+from theanompi.comm.traffic import SentBytes
 from theanompi.core.errors import ContractError
 from theanompi.core.polling import Backoff
 from theanompi.core.session_options import EASGDOptions
@@ -117,7 +118,7 @@ class ExchangeBuffers:
         -------
         >>> buffers = ExchangeBuffers.allocate(2, 5, np.dtype("float32"))
         >>> buffers.incoming.shape, len(buffers.deltas), buffers.replies[1].tolist(), buffers.report.size
-        ((5,), 2, [0, 0], 6)
+        ((5,), 2, [0, 0], 7)
         """
         return cls(incoming=np.empty(size, dtype=dtype), report=np.zeros(len(REPORT_FIELDS), dtype=np.float64),
                    deltas=[np.empty(size, dtype=dtype) for _ in range(n_workers)],
@@ -126,24 +127,33 @@ class ExchangeBuffers:
 
 
 class ExchangeTallies:
-    """Per worker: the exchanges answered, and its waiting as it last reported it (seconds, completed exchanges).
+    """Per worker: the exchanges answered, its waiting as it last reported it (seconds, completed exchanges), and the
+    bytes its exchanges sent as it last reported them (:mod:`theanompi.comm.traffic`).
 
     Example
     -------
     >>> tallies = ExchangeTallies(n_workers=2)
-    >>> tallies.book(1, wait_s=0.0, completed=0); tallies.book(1, wait_s=0.5, completed=1)
-    >>> tallies.exchanges, tallies.mean_waits()
-    ([0, 2], [None, 0.5])
+    >>> tallies.book(1, wait_s=0.0, completed=0, bytes_sent=100)
+    >>> tallies.book(1, wait_s=0.5, completed=1, bytes_sent=200)
+    >>> tallies.exchanges, tallies.mean_waits(), tallies.bytes_sent
+    ([0, 2], [None, 0.5], [0, 200])
     """
 
     def __init__(self, n_workers: int):
         self.exchanges = [0] * n_workers
         self.reported_wait = [(0.0, 0)] * n_workers
+        self.bytes_sent = [0] * n_workers
 
-    def book(self, k: int, wait_s: float, completed: int) -> None:
-        """Worker ``k`` was answered; its report said ``wait_s`` seconds over its ``completed`` exchanges before."""
+    def book(self, k: int, wait_s: float, completed: int, bytes_sent: int) -> None:
+        """Worker ``k`` was answered; its report said ``wait_s`` seconds over its ``completed`` exchanges before, and
+        ``bytes_sent`` bytes sent so far."""
         self.exchanges[k] += 1
         self.reported_wait[k] = (wait_s, completed)
+        self.sent_so_far(k, bytes_sent)
+
+    def sent_so_far(self, k: int, bytes_sent: int) -> None:
+        """Worker ``k`` said it has sent ``bytes_sent`` bytes (a report, or a state snapshot after it)."""
+        self.bytes_sent[k] = max(self.bytes_sent[k], int(bytes_sent))
 
     def mean_waits(self) -> list[float | None]:
         """Per worker: mean seconds per exchange (send, queue, reply) over the exchanges it had completed at its
@@ -186,7 +196,7 @@ def take_start(connection: Connection, built: BuiltWorker, options: EASGDOptions
     workers' shard sizes gathered; then a resumed checkpoint's centre and steps."""
     comm, fused = connection.exchange_comm, built.fused
     take_start_point(comm, fused, root=connection.worker_ranks[0], resumed=bool(options.resume),
-                     staging=MPIStaging(cuda_aware=False))
+                     staging=MPIStaging(cuda_aware=False), sent=SentBytes())  # worker 0 roots it: nothing to count
     centre = fused.read().copy()
     with ACTIVITY.waiting("the workers' shard sizes"):
         batches = comm.gather(None, root=connection.server_rank)
@@ -253,6 +263,8 @@ class EASGDServer:
         self.epochs_done = start.epochs_done  # global epochs validated, a resumed checkpoint's included
         self.turns = RoundRobin(self.n_workers)
         self.tallies = ExchangeTallies(self.n_workers)
+        self.traffic = SentBytes()  # the replies and deltas this server sent (theanompi.comm.traffic)
+        self._workers_bytes_before_epoch = 0  # the workers' reported bytes when the global epoch began
         self.snapshots = SnapshotBook(self.n_workers)
         self.progress = Progress(self.n_epochs, start.epochs_done)
         self.epoch_progress = EpochProgress.for_this_rank(self.n_epochs, options.progress_every)
@@ -323,6 +335,7 @@ class EASGDServer:
             send_state = grant == 0 or self.snapshots.wants(k)  # a stopping worker always leaves its state
             buffers.replies[k][:] = (grant, send_state)
         with rec.timer("comm"):
+            self.traffic.message(buffers.replies[k], delta)
             buffers.pending[k] = [comm.Isend(buffers.replies[k], dest=source, tag=TAG_REPLY),
                                   comm.Isend(delta, dest=source, tag=TAG_DELTA)]
         self._book_report(k)
@@ -372,6 +385,7 @@ class EASGDServer:
             return
         self.snapshots.keep(k, Snapshot(params=self.buffers.incoming - delta, state=message["state"],
                                         steps=message["steps"]))
+        self.tallies.sent_so_far(k, message.get("bytes_sent", 0))
         self._write_checkpoint_if_due()
 
     def _lose_workers(self, err: BaseException) -> None:
@@ -392,17 +406,20 @@ class EASGDServer:
 
     def _book_report(self, k: int) -> None:
         """Record worker ``k``'s report (its steps are already in the ledger): training sums, waits."""
-        _, loss_sum, err_sum, n, wait_s, completed = self.buffers.report.tolist()
-        self.tallies.book(k, wait_s, int(completed))
+        _, loss_sum, err_sum, n, wait_s, completed, bytes_sent = self.buffers.report.tolist()
+        self.tallies.book(k, wait_s, int(completed), int(bytes_sent))
         if n > 0:
             self.recorder.record_train(loss_sum / n, err_sum / n, int(n))
 
     def end_global_epoch(self, epoch: int) -> None:
         """Validate the centre, log the progress line, write the epoch record."""
         rec = self.recorder
+        workers_sent = sum(self.tallies.bytes_sent)
         with rec.timer("calc"):
             self.fused.write(self.centre)
-            metrics = epoch_metrics(self.model, rec, self.validation_comm, epoch, self.progress)
+            metrics = epoch_metrics(self.model, rec, self.validation_comm, epoch, self.progress,
+                                    bytes_sent=workers_sent - self._workers_bytes_before_epoch)
+        self._workers_bytes_before_epoch = workers_sent
         metrics.update(iterations=self.ledger.reported, exchanges=sum(self.tallies.exchanges))
         rec.end_epoch(epoch, metrics)
         if self.options.checkpoint_every and (epoch + 1) % self.options.checkpoint_every == 0:
@@ -433,6 +450,14 @@ class EASGDServer:
         self.snapshots.written()
 
     # the end ------------------------------------------------------------------------------
+    def bytes_sent_by_rank(self) -> list[int]:
+        """``summary.json``'s ``bytes_sent``: the server's own and each worker's as last reported, by session rank."""
+        by_rank = [0] * (1 + self.n_workers)
+        by_rank[self.server_rank] = self.traffic.total
+        for k, rank in enumerate(self.worker_ranks):
+            by_rank[rank] = self.tallies.bytes_sent[k]
+        return by_rank
+
     def finish(self) -> None:
         """Complete the last replies, check the step count, save the centre and the session's summary."""
         for requests in self.buffers.pending:
@@ -455,7 +480,8 @@ class EASGDServer:
             "rule": RULE_NAME, "workers": self.n_workers, "iterations": ledger.reported,
             "global_epoch_iterations": self.global_epoch, "shard_batches": self.shard_batches,
             "alpha": self.options.alpha, "tau": self.options.tau, "exchanges": self.tallies.exchanges,
-            "mean_wait_s": waits, "lost_workers": sorted(ledger.lost),
-            "per_worker": [{"iterations": s, "exchanges": e, "mean_wait_s": w}
-                           for s, e, w in zip(ledger.steps, self.tallies.exchanges, waits)],
+            "mean_wait_s": waits, "lost_workers": sorted(ledger.lost), "bytes_sent": self.bytes_sent_by_rank(),
+            "per_worker": [{"iterations": s, "exchanges": e, "mean_wait_s": w, "bytes_sent": b}
+                           for s, e, w, b in zip(ledger.steps, self.tallies.exchanges, waits,
+                                                 self.tallies.bytes_sent)],
         }, plots=self.options.plots)

@@ -18,6 +18,7 @@ import numpy as np
 
 from theanompi.comm.exchange.cudampi import MPIStaging
 from theanompi.comm.param_access import host_copy
+from theanompi.comm.traffic import SentBytes
 from theanompi.core.polling import poll_until
 from theanompi.core.session_options import EASGDOptions
 from theanompi.models.contract import SyncType
@@ -72,6 +73,7 @@ class EASGDWorker(WorkerLoop[EASGDOptions]):
         self.max_wait_s = 0.0
         self._reported_train_sums = np.zeros(3)  # recorder train sums of this shard epoch already reported
         self._unreported_train_sums = np.zeros(3)  # train sums of finished shard epochs not yet reported
+        self.traffic = SentBytes()  # the bytes of the start and the exchanges (theanompi.comm.traffic)
         self.report = np.zeros(len(REPORT_FIELDS), dtype=np.float64)
         self.reply = np.zeros(len(REPLY_FIELDS), dtype=np.int64)
         self.delta = self.fused.xp.empty(self.fused.size, dtype=self.fused.dtype)
@@ -95,7 +97,7 @@ class EASGDWorker(WorkerLoop[EASGDOptions]):
     def start_rule(self) -> None:
         """Take the common start (or the checkpoint's), tell the server this shard's size, get the first grant."""
         take_start_point(self.exchange_comm, self.fused, root=self.worker_ranks[0],
-                         resumed=self.restored is not None, staging=self.staging)
+                         resumed=self.restored is not None, staging=self.staging, sent=self.traffic)
         if self.restored is not None:
             self.iteration = self.recorder.iteration = int(
                 self.restored["worker_iterations"][self.restored_worker])
@@ -114,12 +116,16 @@ class EASGDWorker(WorkerLoop[EASGDOptions]):
     def stop_requested(self) -> bool:
         return self.stopped
 
+    def bytes_sent(self) -> int:
+        return self.traffic.total
+
     def summary(self) -> dict[str, Any]:
         return {
             "worker": self.worker_index, "iterations": self.iteration, "shard_epochs": len(self.recorder.epochs),
             "n_batch_train": self.model.data.n_batch_train, "exchanges": self.exchanges,
             "wait_s": round(self.wait_s, 6), "max_wait_s": round(self.max_wait_s, 6),
             "mean_wait_s": round(self.wait_s / self.exchanges, 6) if self.exchanges else None,
+            "bytes_sent": self.traffic.total,
         }
 
     # the exchange -------------------------------------------------------------------------
@@ -136,11 +142,13 @@ class EASGDWorker(WorkerLoop[EASGDOptions]):
         from mpi4py import MPI  # noqa: PLC0415 - importing mpi4py starts MPI
 
         exchange_comm, server = self.exchange_comm, self.server_rank
-        self.report[:] = (self.since, *self._train_sums_to_report(), self.wait_s, self.exchanges)
         start = time.perf_counter()
         with self.recorder.timer("comm"):
             flat = self.fused.read()
             self.check_finite(flat, "parameters sent to the centre")
+            self.traffic.message(self.report, flat)  # counted before it leaves: the report carries the count
+            self.report[:] = (self.since, *self._train_sums_to_report(), self.wait_s, self.exchanges,
+                              self.traffic.total)
             into = self.staging.receivable(self.delta)
             requests = [exchange_comm.Irecv(self.reply, source=server, tag=TAG_REPLY),
                         exchange_comm.Irecv(into, source=server, tag=TAG_DELTA),
@@ -159,7 +167,9 @@ class EASGDWorker(WorkerLoop[EASGDOptions]):
         self.stopped = self.grant == 0
         if send_state:  # for a checkpoint: the state as of this exchange, and the steps done so far
             state = [host_copy(v) for v in self.state_vars()]
-            exchange_comm.send({"state": state, "steps": self.iteration + 1}, dest=server, tag=TAG_STATE)
+            self.traffic.message(state)
+            exchange_comm.send({"state": state, "steps": self.iteration + 1, "bytes_sent": self.traffic.total},
+                               dest=server, tag=TAG_STATE)
 
     # the session --------------------------------------------------------------------------
     def run(self) -> None:
@@ -172,7 +182,9 @@ class EASGDWorker(WorkerLoop[EASGDOptions]):
             # the recorder's sums restart with the epoch: keep what was not reported yet
             self._unreported_train_sums += np.asarray(self.recorder.train_sums()) - self._reported_train_sums
             self._reported_train_sums = np.zeros(3)
-            self.recorder.end_epoch(shard_epoch, {"iterations": self.iteration, "exchanges": self.exchanges})
+            self.recorder.end_epoch(shard_epoch, {"iterations": self.iteration, "exchanges": self.exchanges,
+                                                  "bytes_sent": self.traffic.total - self._bytes_sent_before_epoch})
+            self._bytes_sent_before_epoch = self.traffic.total
             shard_epoch += 1
         ACTIVITY.enter("finishing")
         self.finish()
