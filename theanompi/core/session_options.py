@@ -56,6 +56,9 @@ from theanompi.core.options import (
 #: BSP_EXCH_STRATEGY's values: host-memory ones, then GPU-buffer ones (``theanompi.comm.exchange`` implements each)
 HOST_EXCH_STRATEGIES = ("ar", "ar16")
 GPU_EXCH_STRATEGIES = ("nccl32", "nccl16", "cudampi")
+#: BSP_OUTER_OPTIMIZER's values (``rules.outer_optimizer``) and BSP_COMPRESSION's (``comm.compression``)
+OUTER_OPTIMIZERS = ("none", "nesterov")
+COMPRESSIONS = ("none", "fp16", "bf16", "powersgd")
 #: ASGD_UPDATER's values (``theanompi.comm.ps.updaters`` implements each)
 UPDATER_NAMES = ("add", "sgd", "momentum", "adagrad")
 #: ASGD_STALENESS's values (``theanompi.comm.ps.staleness`` implements each)
@@ -220,6 +223,18 @@ class BSPOptions(SessionOptions):
     bucket_mb: float = option("BSP_BUCKET_MB", non_negative_float, 1.0,
                               "cdd: megabytes per gradient bucket summed while backward still runs, for models "
                               "that offer it (PyTorch) on ar, cudampi or nccl32; 0: one allreduce after backward")
+    # DiLoCo (avg's outer optimizer) and compression of what BSP exchanges
+    outer_optimizer: str = option("BSP_OUTER_OPTIMIZER", choice(*OUTER_OPTIMIZERS), "none",
+                                  "avg: none (the params averaged) or nesterov (DiLoCo: the mean pseudo-gradient "
+                                  "theta_outer - theta_i applied by outer Nesterov-momentum SGD)")
+    outer_lr: float = option("BSP_OUTER_LR", positive_float, 0.7, "nesterov: the outer learning rate")
+    outer_momentum: float = option("BSP_OUTER_MOMENTUM", unit_interval, 0.9, "nesterov: the outer momentum")
+    compression: str = option("BSP_COMPRESSION", choice(*COMPRESSIONS), "none",
+                              "what BSP exchanges (cdd: update vectors, avg: pseudo-gradients) on the wire: "
+                              "none, fp16 or bf16 (16-bit floats summed in fp32), powersgd (rank-r, error feedback)")
+    powersgd_rank: int = option("BSP_POWERSGD_RANK", positive_int, 2, "powersgd: the rank r of each matrix's P Q^T")
+    powersgd_start_iter: int = option("BSP_POWERSGD_START_ITER", non_negative_int, 0,
+                                      "powersgd: iterations exchanged uncompressed before PowerSGD starts")
 
 
 @dataclass(frozen=True)
