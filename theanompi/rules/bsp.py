@@ -162,6 +162,7 @@ class BSPWorker(WorkerLoop[BSPOptions]):
         self.reducer: OverlappedAllreduce | None = None
         #: avg's theta_outer and its optimizer, when avg exchanges pseudo-gradients (set by :meth:`start_rule`)
         self.outer: OuterOptimizer | None = None
+        self.steps_since_average = 0  # avg: local steps since the parameters were last averaged
 
     @classmethod
     def create(cls, ctx: RankContext) -> BSPWorker:
@@ -251,6 +252,7 @@ class BSPWorker(WorkerLoop[BSPOptions]):
 
     def step_avg(self, count: int) -> None:
         super().step(count)
+        self.steps_since_average += 1
         if (self.iteration + 1) % self.options.avg_freq == 0:
             self.synchronize()
 
@@ -259,11 +261,15 @@ class BSPWorker(WorkerLoop[BSPOptions]):
 
     def synchronize(self) -> None:
         """avg's exchange: the params' mean (:meth:`average_params`), or, with an outer optimizer (or compression),
-        the outer step with the workers' mean pseudo-gradient (:meth:`outer_step`)."""
+        the outer step with the workers' mean pseudo-gradient (:meth:`outer_step`); then, with AVERAGE_WEIGHTS=ema,
+        the common params folded into the average."""
         if self.outer is None:
             self.average_params()
         else:
             self.outer_step(self.outer)
+        if self.average is not None:  # AVERAGE_WEIGHTS=ema: the common parameters, after N workers' steps since
+            self.average.update_params(self.comm.size * self.steps_since_average, self.epoch)
+        self.steps_since_average = 0
 
     def average_params(self) -> None:
         """Replace every worker's params with their mean over workers."""
@@ -272,6 +278,14 @@ class BSPWorker(WorkerLoop[BSPOptions]):
             self.check_finite(flat, "parameters")
             flat = self.compressor.allreduce_sum(flat, self.iteration)
             self.fused.write(flat, scale=1.0 / self.comm.size)
+
+    def update_average(self) -> None:
+        """``avg``: the parameters are folded into the average when they are common (:meth:`synchronize`), the
+        running statistics after every step; otherwise both after every step."""
+        if self.average is not None and self.sync_type == SyncType.AVG:
+            self.average.update_stats(self.comm.size, self.epoch)
+        else:
+            super().update_average()
 
     def outer_step(self, outer: OuterOptimizer) -> None:
         """Sum the pseudo-gradients theta_outer - theta_i (compressed as BSP_COMPRESSION says), step theta_outer
