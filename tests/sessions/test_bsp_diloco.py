@@ -24,17 +24,21 @@ def test_two_outer_steps_equal_the_numpy_replay():
     assert "bsp outer step ok: 2 outer steps of 3 local steps" in run_mpi("check_bsp_diloco.py", 2, "3").stdout
 
 
-def test_nesterov_with_lr_1_and_momentum_0_is_plain_averaging(tmp_path):
+@pytest.mark.parametrize("extra", [{}, {"AVERAGE_WEIGHTS": "ema", "EMA_DECAY": 0.9}], ids=["params", "ema"])
+def test_nesterov_with_lr_1_and_momentum_0_is_plain_averaging(tmp_path, extra):
     """theta_outer - mean(theta_outer - theta_i) == mean(theta_i): 2 epochs of 3-step rounds, epoch ends included,
-    end within float32 rounding of today's parameter averaging (and far from where they started)."""
-    plain, _ = session(tmp_path, "plain", **MLP)
+    end within float32 rounding of today's parameter averaging (and far from where they started); with
+    AVERAGE_WEIGHTS=ema the final model is the average of the common params after each exchange, in both."""
+    plain, _ = session(tmp_path, "plain", **MLP, **extra)
     outer, out = session(tmp_path, "outer", BSP_OUTER_OPTIMIZER="nesterov", BSP_OUTER_LR=1, BSP_OUTER_MOMENTUM=0,
-                         **MLP)
+                         **MLP, **extra)
     assert "BSP outer optimizer nesterov (DiLoCo: lr 1, momentum 0, every 3 local steps" in out.splitlines()[0]
     assert (plain["outer_optimizer"], outer["outer_optimizer"]) == ("none", "nesterov")
     first = np.concatenate([p.ravel() for p in load_final_params(tmp_path / "plain")])
     second = np.concatenate([p.ravel() for p in load_final_params(tmp_path / "outer")])
     np.testing.assert_allclose(second, first, rtol=1e-4, atol=1e-5)
+    if extra:
+        assert plain.get("final_model") == outer.get("final_model") == "ema"
     assert plain["bytes_sent"] == outer["bytes_sent"] and min(plain["bytes_sent"]) > 0
 
 
