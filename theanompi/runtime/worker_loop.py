@@ -28,7 +28,9 @@ from theanompi.runtime.epoch_progress import EpochProgress
 from theanompi.runtime.model_build import BuiltWorker
 from theanompi.runtime.rank_context import RankContext
 from theanompi.runtime.records import Progress, end_session, epoch_metrics
-from theanompi.session.checkpoint import load_checkpoint, nothing_to_train, save_checkpoint
+from theanompi.session.checkpoint import consensus, load_checkpoint, nothing_to_train, resume_position
+from theanompi.session.checkpoint_writer import CheckpointWriter
+from theanompi.session.rank_status import stop_requested, write_stopped
 from theanompi.session.recorder import Recorder
 from theanompi.session.watchdog import ACTIVITY
 
@@ -50,6 +52,8 @@ class WorkerLoop(Generic[OptionsT]):
     """
 
     rule_name: ClassVar[str] = ""
+    #: whether the workers take CHECKPOINT_EVERY_ITERS's checkpoints themselves (EASGD's server takes its own)
+    checkpoints_inside_epochs: ClassVar[bool] = True
 
     def __init__(self, ctx: RankContext, comm: Any, built: BuiltWorker, options: OptionsT):
         self.ctx = ctx
@@ -63,7 +67,11 @@ class WorkerLoop(Generic[OptionsT]):
         self.epoch = 0
         self.start_epoch = 0
         self.restored: dict[str, Any] | None = None  # the checkpoint resumed from (rules read their extras from it)
-        self.restored_worker = 0  # the worker whose entries of that checkpoint this worker took
+        #: the worker whose entries of that checkpoint this worker took (None: it joined, from the workers' model)
+        self.restored_worker: int | None = 0
+        #: the session stopped at a checkpoint because the launcher asked (an elastic session grows)
+        self.stopped_for_restart = False
+        self._writer: CheckpointWriter | None = None  # made at the first checkpoint
         #: the progress inside each epoch, on the worker that prints the epoch lines (set by :meth:`run`)
         self.epoch_progress: EpochProgress | None = None
 
@@ -87,16 +95,38 @@ class WorkerLoop(Generic[OptionsT]):
         """This worker's rule state saved in a checkpoint (e.g. a GOSGD weight); ``{}`` by default."""
         return {}
 
+    def checkpoint_slot(self, n_saved: int) -> int | None:
+        """The checkpoint's worker whose state this worker continues: the launcher's choice
+        (``spec.resume_slots``: an elastic restart keeps each surviving worker's own), else the same worker where the
+        checkpoint has it; None: this worker joins."""
+        slots = self.ctx.spec.resume_slots
+        if slots is not None and len(slots) == self.comm.size:
+            slot = slots[self.comm.rank]
+            return slot if slot is not None and 0 <= slot < n_saved else None
+        return self.comm.rank if self.comm.rank < n_saved else None
+
+    def resumed_state(self, payload: dict[str, Any], slot: int | None) -> tuple[list[Any], list[Any]]:
+        """(params, state_vars) this worker resumes: its slot's, or for a worker that joins the workers' common
+        model (:func:`~theanompi.session.checkpoint.consensus`: EASGD's centre, GOSGD's weighted consensus, the
+        workers' mean) with a fresh optimizer state. Rules change what a world-size change means."""
+        if slot is None:
+            return consensus(payload)[0], []
+        return payload["worker_params"][slot], payload["worker_state"][slot]
+
+    def world_size_note(self) -> str:
+        """What a resume at another number of workers does to this rule's state (one clause for the log)."""
+        return "workers that continue keep their state, workers that join start from the workers' model"
+
     def restore(self, path: str) -> int:
-        """Load a checkpoint into this worker (before any exchange); returns the epoch to start at."""
+        """Load a checkpoint into this worker (before any exchange); returns the epoch to start at (an epoch
+        checkpointed inside continues at its sample, :meth:`resume_inside_epoch`)."""
         payload = load_checkpoint(path)
         n_saved = int(payload["n_workers"])
-        slot = self.comm.rank if n_saved == self.comm.size else 0
+        slot = self.checkpoint_slot(n_saved)
         self.restored, self.restored_worker = payload, slot
         if n_saved != self.comm.size and self.comm.rank == 0:
-            log.warning("checkpoint of %d workers resumed with %d: every worker starts from worker 0's state",
-                        n_saved, self.comm.size)
-        params, state = payload["worker_params"][slot], payload["worker_state"][slot]
+            log.info("checkpoint of %d workers resumed with %d: %s", n_saved, self.comm.size, self.world_size_note())
+        params, state = self.resumed_state(payload, slot)
         targets = [("params", list(self.model.params), params), ("state_vars", self.state_vars(), state)]
         for what, variables, values in targets:
             if what == "state_vars" and len(values) == 0:
@@ -112,25 +142,63 @@ class WorkerLoop(Generic[OptionsT]):
                 assign(var, np.asarray(value, dtype=getattr(current, "dtype", None)))
         self.iteration = int(payload["iteration"])
         self.recorder.iteration = self.iteration
+        start_epoch, units = resume_position(payload)
+        if units:
+            self.resume_inside_epoch(start_epoch, units)
         if self.comm.rank == 0:
-            log.info("resumed from %s after epoch %d", path, int(payload["epoch"]) + 1)
-        return int(payload["epoch"]) + 1
+            where = f"at sample {units} of epoch {start_epoch + 1}" if units else f"after epoch {start_epoch}"
+            log.info("resumed from %s %s", path, where)
+        return start_epoch
 
-    def save_checkpoint(self, epoch: int) -> None:
-        """Collective: worker 0 writes every worker's params and state after ``epoch``."""
+    def resume_inside_epoch(self, epoch: int, units: int) -> None:
+        """Continue ``epoch`` after the ``units`` units of its order the checkpoint's workers consumed (the data
+        re-sharded over this session's workers: :meth:`~theanompi.models.data.base.DataClass.start_at`)."""
+        start_at = getattr(self.model.data, "start_at", None)
+        if callable(start_at):
+            start_at(epoch, units)
+        elif self.comm.rank == 0:
+            log.warning("the model's data cannot start inside an epoch: epoch %d starts over (its first %d samples "
+                        "are trained twice)", epoch + 1, units)
+
+    def save_checkpoint(self, epoch: int, epoch_units: int = 0) -> None:
+        """Collective: worker 0 takes every worker's params and state after ``epoch`` (and ``epoch_units`` units of
+        the next), then writes them in the background (:class:`CheckpointWriter`)."""
         mine = ([host_copy(p) for p in self.model.params], [host_copy(v) for v in self.state_vars()],
                 self.rule_state())
         with ACTIVITY.waiting("gathering a checkpoint"):
             gathered = self.comm.gather(mine, root=0)
         if self.comm.rank == 0:
+            phase = ACTIVITY.state[0]
             ACTIVITY.enter("writing a checkpoint")
-            path = save_checkpoint(self.options.checkpoint_dir, {
-                "rule": self.rule_name, "epoch": epoch, "iteration": self.iteration, "n_workers": self.comm.size,
-                "seed": self.options.seed,
+            hp = getattr(self.model, "hp", None)
+            batch = int(hp.get("batch_size") or 0) if isinstance(hp, dict) else 0
+            kept = (self.ctx.spec.resume_point or {}).get("global_batch")  # BSP, LR_SCALING=none, at a new size
+            if self._writer is None:
+                self._writer = CheckpointWriter(str(self.options.checkpoint_dir))
+            self._writer.save({
+                "rule": self.rule_name, "epoch": epoch, "epoch_units": epoch_units, "iteration": self.iteration,
+                "n_workers": self.comm.size, "seed": self.options.seed, "worker_devices": self.worker_devices(),
+                "batch_size": batch, "global_batch": int(kept or batch * self.comm.size),
                 "worker_params": [g[0] for g in gathered], "worker_state": [g[1] for g in gathered],
-                "worker_rule_state": [g[2] for g in gathered],
+                "worker_rule_state": [g[2] for g in gathered], **self.checkpoint_extras(),
             })
-            log.info("checkpoint: %s", path)
+            ACTIVITY.enter(phase)
+
+    def worker_devices(self) -> list[str]:
+        """The devices of the session's workers, in worker order (a checkpoint's: a restart matches them)."""
+        return [r["device"] for r in self.ctx.spec.ranks if r["role"] == "worker"]
+
+    def checkpoint_extras(self) -> dict[str, Any]:
+        """Entries a rule adds to its checkpoints (worker 0 only; e.g. ASGD's table on the servers)."""
+        return {}
+
+    def restart_requested(self) -> bool:
+        """Collective, right after a checkpoint: whether the launcher asked the session to stop there (an elastic
+        session restarts with more workers); worker 0 reads the request and tells the others."""
+        asked = self.comm.rank == 0 and stop_requested(self.ctx.spec.run_dir)
+        with ACTIVITY.waiting("the decision to stop at the checkpoint"):
+            self.stopped_for_restart = bool(self.comm.bcast(asked, root=0))
+        return self.stopped_for_restart
 
     def check_finite(self, flat: Any, what: str, span: tuple[int, int] | None = None) -> None:
         """Raise NonFiniteError naming this rank and the parameter if ``flat`` (or its ``span``, ``(start, stop)``)
@@ -154,6 +222,10 @@ class WorkerLoop(Generic[OptionsT]):
 
     def before_checkpoint(self, epoch: int) -> None:
         """Collective, before a checkpoint is saved: e.g. receive the messages still in flight."""
+
+    def sync_inside_epoch(self) -> None:
+        """Collective, before a checkpoint inside an epoch (CHECKPOINT_EVERY_ITERS): bring the workers to a
+        consistent cut (e.g. ASGD's last pushes applied and pulled, GOSGD's workers met)."""
 
     def stop_requested(self) -> bool:
         """True ends training early (checked after every step)."""
@@ -182,6 +254,8 @@ class WorkerLoop(Generic[OptionsT]):
         progress = self.epoch_progress
         if progress is not None:
             progress.begin(epoch, n_steps)
+        resumable = self.checkpoints_inside_epochs and callable(getattr(data, "units_consumed", None))
+        every = self.options.checkpoint_every_iters if resumable else 0
         try:
             for count in range(n_steps):
                 self.step(count)
@@ -190,6 +264,12 @@ class WorkerLoop(Generic[OptionsT]):
                 self.iteration += 1
                 if progress is not None:  # rank 0's samples stand for every worker's (each step takes a batch)
                     progress.advance(count + 1, int(self.recorder.train_sums()[2]) * self.comm.size)
+                if every and self.iteration % every == 0 and count + 1 < n_steps:
+                    self.sync_inside_epoch()
+                    self.before_checkpoint(epoch)
+                    self.save_checkpoint(epoch - 1, epoch_units=data.units_consumed(count + 1))
+                    if self.restart_requested():
+                        return False
                 if self.stop_requested():
                     return False
         finally:
@@ -210,6 +290,8 @@ class WorkerLoop(Generic[OptionsT]):
         for epoch in range(self.start_epoch, self.n_epochs):
             self.epoch = epoch
             completed = self.train_epoch(epoch)
+            if self.stopped_for_restart:
+                break  # at a checkpoint inside the epoch: the restarted session continues from it
             ACTIVITY.enter("the epoch's end")
             self.end_of_epoch(epoch)
             if callable(getattr(self.model, "sync_state", None)):
@@ -218,15 +300,27 @@ class WorkerLoop(Generic[OptionsT]):
             if every and (epoch + 1) % every == 0:
                 self.before_checkpoint(epoch)
                 self.save_checkpoint(epoch)
+                if epoch + 1 < self.n_epochs and self.restart_requested():
+                    break
             if not completed:
                 break
         self.end_session()
 
     def end_session(self) -> None:
         """The rule's :meth:`finish`, then every worker's record gathered to worker 0, which writes the
-        final model and ``summary.json``; every worker closes its recorder and cleans its model up."""
+        final model and ``summary.json``; every worker closes its recorder and cleans its model up. A session
+        that stopped at a checkpoint to restart (:meth:`restart_requested`) writes neither: rank 0 says where it
+        stopped instead."""
         ACTIVITY.enter("finishing")
         self.finish()
+        written = self._writer.wait() if self._writer is not None else None
+        if self.stopped_for_restart:
+            if self.comm.rank == 0:
+                write_stopped(self.ctx.spec.run_dir, {"checkpoint": str(written), "iteration": self.iteration})
+                log.info("stopped at the checkpoint %s, as the launcher asked", written)
+            self.recorder.close()
+            self.model.cleanup()
+            return
         with ACTIVITY.waiting("gathering the workers' records"):
             per_worker = self.comm.gather(self.worker_record(), root=0)
         summary = None
