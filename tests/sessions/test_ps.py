@@ -14,3 +14,8 @@ def test_parameter_server(mode, servers, ranks):
 def test_staleness_modes_against_numpy(servers):
     proc = run_mpi("check_ps_staleness.py", servers + 2, str(servers), timeout=120)
     assert f"staleness ok ({servers} servers, 2 clients)" in proc.stdout
+
+
+def test_a_table_saved_by_3_servers_is_restored_onto_2_bit_for_bit():
+    proc = run_mpi("check_ps_repartition.py", 6, timeout=120)
+    assert "repartitioned: 3 servers -> 2, bit for bit" in proc.stdout

@@ -37,6 +37,7 @@ Example
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,7 @@ from theanompi.session.recorder import Recorder
 from theanompi.session.spec import RankSpec
 from theanompi.session.watchdog import ACTIVITY
 
+log = logging.getLogger("theanompi")
 
 class ASGD(Rule):
     name = "ASGD"
@@ -135,6 +137,7 @@ class ASGDWorker(WorkerLoop[ASGDOptions]):
         self.exchanges = 0
         self.base = np.zeros(self.fused.size, self.fused.dtype)  # the parameters of the last pull
         self.server_stats: list = []
+        self._table_export: dict | None = None  # worker 0: the servers' table for the next checkpoint
 
     @classmethod
     def create(cls, ctx: RankContext, comm: Any) -> ASGDWorker:
@@ -152,15 +155,50 @@ class ASGDWorker(WorkerLoop[ASGDOptions]):
         return cls(ctx, comm, built, options, client, table)
 
     def start_rule(self) -> None:
-        """Worker 0 initialises the table (after a resumed checkpoint); every worker pulls the starting parameters."""
-        if self.options.sync:
-            # sync pulls pair up across workers: unequal step counts could never complete a round
+        """Worker 0 initialises the table (a resumed checkpoint's table and server state, else its parameters);
+        every worker pulls the starting parameters."""
+        if self.options.sync or self.options.checkpoint_every_iters:
+            # sync pulls pair up across workers, checkpoints inside an epoch meet at one step: equal step counts
             check_agreement(self.comm, n_batch_train=self.model.data.n_batch_train)
         if self.comm.rank == 0:
-            self.client.set(self.table, self.fused.read())  # master initialisation
+            saved = (self.restored or {}).get("table")
+            if saved is not None:
+                self.restore_table(saved)
+            else:
+                self.client.set(self.table, self.fused.read())  # master initialisation
         with ACTIVITY.waiting("the start barrier"):
             self.comm.Barrier()
         self.pull()
+
+    def restore_table(self, saved: dict) -> None:
+        """Worker 0: the checkpoint's table and the servers' updater state onto this session's servers (any number
+        of them: whole virtual partitions each), read back and checked bit for bit."""
+        self.client.import_table(self.table, saved)
+        back = self.client.export_table(self.table)
+        same = np.array_equal(back["values"], saved["values"]) and sorted(back["state"]) == sorted(saved["state"]) \
+            and all(np.array_equal(back["state"][k], saved["state"][k]) for k in back["state"])
+        if not same:
+            raise RuntimeError("ASGD: the table restored on the servers differs from the checkpoint's")
+        state = ", ".join(sorted(saved["state"])) or "no updater state"
+        log.info("ASGD: the checkpoint's table (%d virtual partitions) and its %s restored onto %d server(s), "
+                 "bit for bit", len(saved["partitions"]), state, len(self.client.servers))
+
+    def sync_inside_epoch(self) -> None:
+        """Before a checkpoint inside an epoch: every push applied, every worker on the servers' parameters."""
+        self.end_of_epoch(self.epoch)
+
+    def before_checkpoint(self, epoch: int) -> None:
+        """Worker 0 reads the table and its updater state off the servers while nobody pushes (collective)."""
+        if self.comm.rank == 0:
+            exported = self.client.export_table(self.table)
+            exported["partitions"] = np.asarray(exported["partitions"], dtype=np.int64)
+            self._table_export = exported
+        with ACTIVITY.waiting("the checkpoint's table"):
+            self.comm.Barrier()
+
+    def checkpoint_extras(self) -> dict:
+        """The servers' table and updater state (worker 0's checkpoint)."""
+        return {"table": self._table_export} if self._table_export is not None else {}
 
     def pull(self) -> None:
         with self.recorder.timer("comm"):

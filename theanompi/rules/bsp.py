@@ -44,6 +44,7 @@ from theanompi.runtime.agreement import check_agreement
 from theanompi.runtime.model_build import BuiltWorker, build_worker
 from theanompi.runtime.rank_context import RankContext
 from theanompi.runtime.worker_loop import WorkerLoop
+from theanompi.session.checkpoint import consensus
 from theanompi.session.recorder import Recorder
 
 log = logging.getLogger("theanompi")
@@ -113,7 +114,25 @@ class BSPWorker(WorkerLoop[BSPOptions]):
         built = build_worker(ctx, comm, sync_type, exchanger.memory, Recorder(ctx.spec.run_dir, write=comm.rank == 0))
         return cls(ctx, comm, built, options, sync_type, exchanger)
 
+    def resumed_state(self, payload: dict, slot: int | None) -> tuple[list, list]:
+        """At another number of workers every worker starts from the workers' consensus (their parameters and
+        optimizer state averaged; ``cdd``'s workers are identical), else from its own state."""
+        if int(payload["n_workers"]) != self.comm.size:
+            return consensus(payload)
+        return super().resumed_state(payload, slot)
+
+    def world_size_note(self) -> str:
+        return "every worker starts from the workers' consensus"
+
+    def on_world_size_change(self) -> None:
+        """State kept per number of workers starts anew when a checkpoint is resumed at another number.
+
+        TODO(36b, coordinator): reset BSP compression state here -- error feedback residuals and PowerSGD's
+        factors -- through the compressor's reset hook once rules/bsp.py's compression has landed on main."""
+
     def start_rule(self) -> None:
+        if self.restored is not None and int(self.restored["n_workers"]) != self.comm.size:
+            self.on_world_size_change()
         self.reducer = self.overlapped_exchange()
         check_agreement(
             self.comm, n_batch_train=self.model.data.n_batch_train, n_params=self.fused.size,

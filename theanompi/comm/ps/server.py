@@ -101,6 +101,10 @@ class TableServer:
                 self._settle_collectives()
             elif op == P.STATS:
                 self.comm.send(self.stats(), dest=source, tag=P.TAG_REPLY)
+            elif op == P.EXPORT:
+                self._export(source, table_id)
+            elif op == P.IMPORT:
+                self._import(source, table_id)
             else:
                 shard = self.tables.get(table_id)
                 rows = self._recv_rows(source, n_rows)
@@ -139,6 +143,27 @@ class TableServer:
             self._error(source, f"table {table_id}: this worker asked for {asked.describe()} but it exists as "
                                 f"{shard.describe()}")
             return
+        self._reply(source, P.header(P.OK, table_id, 0, shard.version))
+
+    def _export(self, source: int, table_id: int) -> None:
+        """Send this server's rows of a table and its updater's state (a checkpoint: ``PSClient.export_table``)."""
+        shard = self.tables.get(table_id)
+        if shard is None:
+            self.comm.send({"error": f"table {table_id} does not exist"}, dest=source, tag=P.TAG_REPLY)
+            return
+        self.comm.send({"start": shard.start, "stop": shard.stop, "values": shard.values,
+                        "state": shard.updater.state()}, dest=source, tag=P.TAG_REPLY)
+
+    def _import(self, source: int, table_id: int) -> None:
+        """Overwrite the updater's state of this server's rows with what the client sends (a resumed checkpoint)."""
+        state = self.comm.recv(source=source, tag=P.TAG_PAYLOAD)
+        shard = self.tables.get(table_id)
+        if shard is None:
+            raise ProtocolError(f"table {table_id} does not exist")
+        try:
+            shard.updater.load_state(state)
+        except ValueError as err:
+            raise ProtocolError(f"table {table_id}: {err}") from None
         self._reply(source, P.header(P.OK, table_id, 0, shard.version))
 
     def _recv_rows(self, source: int, n_rows: int):
