@@ -1,7 +1,7 @@
 """Elastic sessions under a real mpiexec: a worker killed with SIGKILL, a discovery script that shrinks then grows,
 a restart loop that gives up, and a different number of workers on resume, for every rule.
 
-(The pieces without mpiexec: tests/launch/test_discovery.py, test_losses.py, test_resume_plan.py, test_elastic.py.)
+(The pieces without mpiexec: tests/launch/test_discovery.py, test_losses.py, test_resume_plan.py, test_elastic_loop.py.)
 """
 
 from __future__ import annotations

@@ -241,7 +241,8 @@ class ElasticRun:
         except ConfigError as err:
             self.failure = f"{loss.reason + '; ' if loss else ''}the restart cannot be planned: {err}"
             return False
-        entry = {"time": datetime.now(UTC).isoformat(timespec="seconds"), "reason": reason,
+        entry = {"time": datetime.now(UTC).isoformat(timespec="seconds"), "unix_time": round(time.time(), 3),
+                 "reason": reason,
                  "failure": loss.reason if loss else self.planned[1], "lost_ranks": loss.ranks if loss else [],
                  "lost_hosts": loss.hosts if loss else [], "workers_before": before,
                  "workers_after": self.workers(devices), "devices": devices_value(devices), **point}

@@ -37,6 +37,8 @@ from theanompi.session.watchdog import ACTIVITY
 log = logging.getLogger("theanompi")
 
 OptionsT = TypeVar("OptionsT", bound=SessionOptions)
+#: a checkpoint's entries of model size, which worker 0 keeps (each worker gets its own share of them)
+BULK_ENTRIES = ("worker_params", "worker_state", "centre", "table")
 
 
 class WorkerLoop(Generic[OptionsT]):
@@ -95,15 +97,15 @@ class WorkerLoop(Generic[OptionsT]):
         """This worker's rule state saved in a checkpoint (e.g. a GOSGD weight); ``{}`` by default."""
         return {}
 
-    def checkpoint_slot(self, n_saved: int) -> int | None:
-        """The checkpoint's worker whose state this worker continues: the launcher's choice
+    def checkpoint_slot(self, n_saved: int, rank: int) -> int | None:
+        """The checkpoint's worker whose state worker ``rank`` continues: the launcher's choice
         (``spec.resume_slots``: an elastic restart keeps each surviving worker's own), else the same worker where the
-        checkpoint has it; None: this worker joins."""
+        checkpoint has it; None: the worker joins."""
         slots = self.ctx.spec.resume_slots
         if slots is not None and len(slots) == self.comm.size:
-            slot = slots[self.comm.rank]
+            slot = slots[rank]
             return slot if slot is not None and 0 <= slot < n_saved else None
-        return self.comm.rank if self.comm.rank < n_saved else None
+        return rank if rank < n_saved else None
 
     def resumed_state(self, payload: dict[str, Any], slot: int | None) -> tuple[list[Any], list[Any]]:
         """(params, state_vars) this worker resumes: its slot's, or for a worker that joins the workers' common
@@ -118,15 +120,25 @@ class WorkerLoop(Generic[OptionsT]):
         return "workers that continue keep their state, workers that join start from the workers' model"
 
     def restore(self, path: str) -> int:
-        """Load a checkpoint into this worker (before any exchange); returns the epoch to start at (an epoch
-        checkpointed inside continues at its sample, :meth:`resume_inside_epoch`)."""
-        payload = load_checkpoint(path)
-        n_saved = int(payload["n_workers"])
-        slot = self.checkpoint_slot(n_saved)
+        """Load a checkpoint into the workers (collective, before any exchange); returns the epoch to start at (an
+        epoch checkpointed inside continues at its sample, :meth:`resume_inside_epoch`).
+
+        Worker 0 alone reads the file (the other hosts need no shared file system) and sends each worker what it
+        resumes -- one model's parameters and state, not the whole checkpoint -- and the checkpoint's small entries
+        (position, the rules' per-worker counters); :attr:`restored` is the whole checkpoint on worker 0, those entries
+        elsewhere."""
+        shares, metadata = None, None
+        if self.comm.rank == 0:
+            payload = load_checkpoint(path)
+            n_saved = int(payload["n_workers"])
+            shares = [self._share(payload, self.checkpoint_slot(n_saved, k)) for k in range(self.comm.size)]
+            metadata = {key: value for key, value in payload.items() if key not in BULK_ENTRIES}
+            self._log_shares(payload, shares)
+        with ACTIVITY.waiting("the checkpoint's state from worker 0"):
+            metadata = self.comm.bcast(metadata, root=0)
+            slot, params, state = self.comm.scatter(shares, root=0)
+        payload = payload if self.comm.rank == 0 else metadata
         self.restored, self.restored_worker = payload, slot
-        if n_saved != self.comm.size and self.comm.rank == 0:
-            log.info("checkpoint of %d workers resumed with %d: %s", n_saved, self.comm.size, self.world_size_note())
-        params, state = self.resumed_state(payload, slot)
         targets = [("params", list(self.model.params), params), ("state_vars", self.state_vars(), state)]
         for what, variables, values in targets:
             if what == "state_vars" and len(values) == 0:
@@ -149,6 +161,23 @@ class WorkerLoop(Generic[OptionsT]):
             where = f"at sample {units} of epoch {start_epoch + 1}" if units else f"after epoch {start_epoch}"
             log.info("resumed from %s %s", path, where)
         return start_epoch
+
+    def _share(self, payload: dict[str, Any], slot: int | None) -> tuple[int | None, list[Any], list[Any]]:
+        """(slot, params, state) of the worker that continues ``slot`` (None: joins)."""
+        return (slot, *self.resumed_state(payload, slot))
+
+    def _log_shares(self, payload: dict[str, Any], shares: list[tuple[int | None, list[Any], list[Any]]]) -> None:
+        """Worker 0: what the resume changes, and the bytes each worker gets (against the model's parameters)."""
+        n_saved = int(payload["n_workers"])
+        if n_saved != self.comm.size:
+            log.info("checkpoint of %d workers resumed with %d: %s", n_saved, self.comm.size, self.world_size_note())
+        model = sum(np.asarray(p).nbytes for p in payload["worker_params"][0])
+        sent = [sum(np.asarray(v).nbytes for v in params + state) for _, params, state in shares[1:]]
+        if sent and model:
+            log.info("each worker's state from the checkpoint: at most %d bytes (%.2f x the model's %d bytes of "
+                     "parameters; a worker that joins: %s)", max(sent), max(sent) / model, model,
+                     ", ".join(f"{b / model:.2f} x" for (slot, _, _), b in zip(shares[1:], sent) if slot is None)
+                     or "none")
 
     def resume_inside_epoch(self, epoch: int, units: int) -> None:
         """Continue ``epoch`` after the ``units`` units of its order the checkpoint's workers consumed (the data

@@ -17,7 +17,7 @@ Example
 >>> shard_bounds(10, 3)
 [(0, 4), (4, 7), (7, 10)]
 >>> len(partition_bounds(10_000)), shard_bounds(10_000, 2)
-(256, [(0, 5000), (5000, 10000)])
+(256, [(0, 5008), (5008, 10000)])
 """
 
 from __future__ import annotations

@@ -213,8 +213,8 @@ def rescaled_alpha(payload: dict[str, Any], alpha: float, n_workers: int) -> flo
 
     Example
     -------
-    >>> rescaled_alpha({"n_workers": 3, "beta": 1.5}, 0.5, 2), rescaled_alpha({"n_workers": 2}, 0.3, 3)
-    (0.75, 0.2)
+    >>> rescaled_alpha({"n_workers": 3, "beta": 1.5}, 0.5, 2), rescaled_alpha({"n_workers": 2}, 0.75, 3)
+    (0.75, 0.5)
     >>> rescaled_alpha({"n_workers": 2, "beta": 1.5}, 0.5, 2)
     0.5
     """
