@@ -221,3 +221,19 @@ def test_bsp_resumed_at_another_number_of_workers_steps_as_the_uninterrupted_run
     ids = Counter(i for r in final_history(tmp_path / "rest") for i in r["ids"])
     first = {i for r in final_history(tmp_path / "full") if r["iteration"] < 12 for i in r["ids"]}
     assert set(ids.values()) == {1} and len(ids) == N_TRAIN - 720 and not first & set(ids)
+
+
+def test_asgd_resumed_on_another_number_of_servers_and_workers_gets_the_table_bit_for_bit(tmp_path):
+    """The table saved by 2 servers (its momentum state too), resumed on 1 server by 3 workers: worker 0 reads it
+    back from the server and checks it bit for bit (the session fails otherwise)."""
+    keys = dict(RULE="ASGD", N_EPOCHS=1, ASGD_UPDATER="momentum", CHECKPOINT_EVERY_ITERS=10, **STEP_LOG)
+    first = write_cfg(tmp_path / "a.cfg", DEVICES="cpu0,cpu1", ASGD_SERVERS=2, RUN_DIR="a", **keys)
+    proc, _ = run_launcher(f"-cfg={first}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    resumed = write_cfg(tmp_path / "b.cfg", DEVICES="cpu0,cpu1,cpu2", ASGD_SERVERS=1, RUN_DIR="b",
+                        RESUME="a/checkpoints/ckpt-epoch-0000-at-000000640.hkl", **keys)  # after 10 steps of 2 x 32
+    proc, _ = run_launcher(f"-cfg={resumed}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert ("the checkpoint's table (256 virtual partitions) and its velocity restored onto 1 server(s), bit for bit"
+            in proc.stdout), proc.stdout
+    assert summary(tmp_path / "b")["final_val_accuracy"] >= 0.8

@@ -275,7 +275,8 @@ class EASGDServer:
         self.recorder = built.recorder
         self.n_epochs = built.n_epochs
         # the elastic average and the steps
-        self.alpha = built.fused.dtype.type(start.alpha)
+        self.moving_rate = start.alpha  # alpha as given (or rescaled): what the records say
+        self.alpha = built.fused.dtype.type(start.alpha)  # in the parameters' dtype: what the centre moves by
         self.centre = start.centre
         self.buffers = buffers
         self.ledger = start.ledger
@@ -314,7 +315,7 @@ class EASGDServer:
         self.recorder.open_board(self.ctx.spec)
         self.hand_out_first_grants()
         log.info("EASGD: %d workers, alpha %g, tau %d; %d global epochs of %d steps (%s)",
-                 self.n_workers, float(self.alpha), self.options.tau, self.n_epochs, self.global_epoch,
+                 self.n_workers, self.moving_rate, self.options.tau, self.n_epochs, self.global_epoch,
                  " + ".join(map(str, self.shard_batches)))
         if not self.ledger.active:  # a resumed checkpoint holds every step: every worker's first grant is 0
             log.info("%s", nothing_to_train(str(self.options.resume), self.epochs_done, self.n_epochs))
@@ -479,7 +480,7 @@ class EASGDServer:
             "rule": RULE_NAME, "epoch": self.snapshots.epoch, "epoch_units": self.snapshots.units,
             "iteration": self.ledger.reported, "n_workers": self.n_workers, "seed": self.options.seed,
             "worker_devices": [r["device"] for r in self.ctx.spec.ranks if r["role"] == "worker"],
-            "centre": self.centre.copy(), "alpha": float(self.alpha), "beta": float(self.alpha) * self.n_workers,
+            "centre": self.centre.copy(), "alpha": self.moving_rate, "beta": self.moving_rate * self.n_workers,
             "worker_params": [[v.copy() for v in self.fused.layout.views(np.asarray(s.params))] for s in rows],
             "worker_state": [list(s.state) for s in rows],
             "worker_iterations": [int(s.steps) for s in rows],
@@ -524,7 +525,7 @@ class EASGDServer:
         end_session(self.model, self.recorder, self.ctx.spec.run_dir, {
             "rule": RULE_NAME, "workers": self.n_workers, "iterations": ledger.reported,
             "global_epoch_iterations": self.global_epoch, "shard_batches": self.shard_batches,
-            "alpha": float(self.alpha), "tau": self.options.tau, "exchanges": self.tallies.exchanges,
+            "alpha": self.moving_rate, "tau": self.options.tau, "exchanges": self.tallies.exchanges,
             "mean_wait_s": waits, "lost_workers": sorted(ledger.lost),
             "per_worker": [{"iterations": s, "exchanges": e, "mean_wait_s": w}
                            for s, e, w in zip(ledger.steps, self.tallies.exchanges, waits)],
