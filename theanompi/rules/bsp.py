@@ -127,8 +127,9 @@ class BSPWorker(WorkerLoop[BSPOptions]):
     def on_world_size_change(self) -> None:
         """State kept per number of workers starts anew when a checkpoint is resumed at another number.
 
-        TODO(36b, coordinator): reset BSP compression state here -- error feedback residuals and PowerSGD's
-        factors -- through the compressor's reset hook once rules/bsp.py's compression has landed on main."""
+        TODO(36b, coordinator): when branch i36b (BSP compression) merges, call its hook here,
+        ``self.reset_exchange_state()`` (error feedback residuals, PowerSGD's Q; i36b's restore_exchange_state
+        already calls it when a checkpoint of another number of workers is restored)."""
 
     def start_rule(self) -> None:
         if self.restored is not None and int(self.restored["n_workers"]) != self.comm.size:
