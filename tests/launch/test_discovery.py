@@ -9,7 +9,7 @@ import pytest
 
 from theanompi.core.devices import parse_devices
 from theanompi.core.errors import ConfigError
-from theanompi.launch.discovery import Membership, discovered_devices, parse_host_slots, run_discovery
+from theanompi.launch.discovery import DeviceSource, Membership, discovered_devices, parse_host_slots, run_discovery
 
 HERE = socket.gethostname()
 
@@ -73,3 +73,20 @@ def test_failed_devices_and_hosts_come_back_after_the_cooldown_and_a_failing_sou
     now[0] = 30.0
     assert [str(d) for d in members.available()] == ["cpu0", "cpu1", "node2:cpu0", "node2:cpu1"]
     assert members.left_out() == []
+
+
+def test_a_restart_reads_the_hostfile_or_pbs_allocation_the_session_started_from_again(tmp_path):
+    """Without HOST_DISCOVERY a restart re-reads the allocation: a node gone from the hostfile (or the PBS node
+    file) is gone from the devices, one added is there."""
+    hostfile, nodefile = tmp_path / "hosts", tmp_path / "nodes"
+    hostfile.write_text("n1 slots=2\nn2 slots=1\n")
+    nodefile.write_text("p1\np1\np2\n")
+    from_hostfile = DeviceSource.allocation({}, str(hostfile))
+    from_pbs = DeviceSource.allocation({"PBS_NODEFILE": str(nodefile)}, None)
+    assert [str(d) for d in from_hostfile.read()] == ["n1:cpu0", "n1:cpu1", "n2:cpu0"]
+    assert [str(d) for d in from_pbs.read()] == ["p1:cpu0", "p1:cpu1", "p2:cpu0"]
+    hostfile.write_text("n1 slots=2\nn3 slots=1\n")
+    nodefile.write_text("p1\np1\n")
+    assert [str(d) for d in from_hostfile.read()] == ["n1:cpu0", "n1:cpu1", "n3:cpu0"]
+    assert [str(d) for d in from_pbs.read()] == ["p1:cpu0", "p1:cpu1"]
+    assert DeviceSource.allocation({}, None).read() == []  # no allocation at all: nothing offered
