@@ -85,3 +85,17 @@ def check_elastic(options: Any, n_workers: int, cwd: str = ".") -> None:
     path = os.path.join(cwd, script) if script is not None else ""
     if script is not None and not (os.path.isfile(path) and os.access(path, os.X_OK)):
         raise ConfigError(f"HOST_DISCOVERY={script!r} is not an executable file")
+
+
+def check_lr_schedule(options: Any) -> None:
+    """LR_SCHEDULE=step names its milestones (LR_DECAY_EPOCHS).
+
+    >>> from types import SimpleNamespace
+    >>> check_lr_schedule(SimpleNamespace(lr_schedule="step", lr_decay_epochs=""))
+    Traceback (most recent call last):
+    ...
+    theanompi.core.errors.ConfigError: LR_SCHEDULE='step' needs LR_DECAY_EPOCHS (the epochs at which ...
+    """
+    if options.lr_schedule == "step" and not options.lr_decay_epochs:
+        raise ConfigError("LR_SCHEDULE='step' needs LR_DECAY_EPOCHS (the epochs at which the learning rate is "
+                          "multiplied by LR_DECAY), e.g. LR_DECAY_EPOCHS=20,30")
