@@ -173,13 +173,14 @@ def test_a_worker_told_to_stop_leaves_its_state_as_its_snapshot(tmp_path, monkey
     assert snapshot.steps == 2 and len(snapshot.state) == 1 and server.snapshots.last[1] is None
 
 
-def save_easgd_checkpoint(directory, centre, iteration, epoch):
+def save_easgd_checkpoint(directory, centre, iteration, epoch, n_workers=2, **extra):
     from theanompi.session.checkpoint import save_checkpoint
 
-    params = [[np.zeros(shape, "float32") for shape in SHAPES]] * 2
-    return save_checkpoint(directory, {"rule": "EASGD", "epoch": epoch, "iteration": iteration, "n_workers": 2,
-                                       "seed": 0, "centre": centre, "worker_params": params,
-                                       "worker_state": [[], []], "worker_iterations": [iteration // 2] * 2})
+    params = [[np.zeros(shape, "float32") for shape in SHAPES]] * n_workers
+    return save_checkpoint(directory, {"rule": "EASGD", "epoch": epoch, "iteration": iteration,
+                                       "n_workers": n_workers, "seed": 0, "centre": centre, "worker_params": params,
+                                       "worker_state": [[]] * n_workers,
+                                       "worker_iterations": [iteration // n_workers] * n_workers, **extra})
 
 
 def test_a_resumed_server_starts_from_the_checkpoints_centre_and_steps(tmp_path, monkeypatch):
@@ -190,6 +191,18 @@ def test_a_resumed_server_starts_from_the_checkpoints_centre_and_steps(tmp_path,
     np.testing.assert_array_equal(server.centre, centre)
     assert (server.ledger.reported, server.ledger.target, server.epochs_done) == (10, 24, 1)
     assert server.recorder.iteration == 10
+
+
+@pytest.mark.parametrize("saved, now, alpha", [(3, 2, 0.75), (2, 3, 0.5)])
+def test_a_server_resumed_by_another_number_of_workers_keeps_the_centre_and_beta(tmp_path, monkeypatch, saved, now,
+                                                                                 alpha):
+    """A checkpoint of ``saved`` workers (beta = 1.5) resumed by ``now``: the centre bit for bit, alpha = beta / now."""
+    centre = np.random.default_rng(3).standard_normal(9).astype("float32")
+    path = save_easgd_checkpoint(tmp_path / "ckpts", centre, iteration=12, epoch=0, n_workers=saved, beta=1.5)
+    server, _, _ = create_server(tmp_path, monkeypatch, [3] * now, alpha=1.5 / saved, tau=2, n_epochs=3,
+                                 resume=str(path))
+    assert server.centre.tobytes() == centre.tobytes()
+    assert server.alpha == np.float32(alpha) and server.ledger.reported == 12
 
 
 def test_a_checkpoints_centre_of_another_size_is_refused_naming_both_sizes(tmp_path, monkeypatch):

@@ -60,7 +60,8 @@ def _comm():
 
 
 def _server_start():
-    return ServerStart(centre=np.zeros(4, "float32"), shard_batches=[3, 3], ledger=StepLedger(2, 4, 12), epochs_done=0)
+    return ServerStart(centre=np.zeros(4, "float32"), shard_batches=[3, 3], ledger=StepLedger(2, 4, 12), epochs_done=0,
+                       alpha=0.5)
 
 
 @pytest.mark.parametrize("make", [

@@ -37,16 +37,6 @@ TRAINING = dict(N_EPOCHS=6, MODEL_HIDDEN=64, MODEL_BATCH_SIZE=32)
 
 
 @pytest.fixture(scope="module")
-def hosts():
-    try:
-        made = TwoHosts.create()
-    except OSError as err:
-        pytest.skip(f"network namespaces cannot be made here: {err}")
-    yield made
-    made.destroy()
-
-
-@pytest.fixture(scope="module")
 def workdir():
     """The sessions' working directory: outside /tmp, so it exists on both hosts (as a checkout would)."""
     path = Path(tempfile.mkdtemp(prefix="theanompi-two-hosts-", dir="/var/tmp"))

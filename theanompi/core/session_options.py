@@ -134,6 +134,24 @@ class SessionOptions:
                                         "where checkpoints go (default RUN_DIR/checkpoints)")
     resume: str | None = option("RESUME", text_value, None,
                                 "continue from a checkpoint file or directory (its newest)")
+    # ----- elastic sessions (theanompi.launch.elastic): restarts on a membership change, growth, checkpoints
+    checkpoint_every_iters: int = option("CHECKPOINT_EVERY_ITERS", non_negative_int, 0,
+                                         "also save a checkpoint every K iterations, inside epochs, resumed at the "
+                                         "same sample (0: only CHECKPOINT_EVERY's)")
+    max_restarts: int = option("MAX_RESTARTS", non_negative_int, 0,
+                               "restarts from the newest checkpoint after a lost worker or host (0: a lost worker "
+                               "ends the session)")
+    min_workers: int = option("MIN_WORKERS", non_negative_int, 0,
+                              "fewest workers a restart may continue with (0: as many as the session started with)")
+    max_workers: int = option("MAX_WORKERS", non_negative_int, 0,
+                              "most workers the session grows to when HOST_DISCOVERY offers more (0: no limit)")
+    host_discovery: str | None = option("HOST_DISCOVERY", text_value, None,
+                                        "an executable that prints the available hosts as 'host:slots' lines, "
+                                        "read at start, at every restart and while the session runs")
+    elastic_wait: float = option("ELASTIC_WAIT", non_negative_float, 60.0,
+                                 "seconds a restart waits for MIN_WORKERS workers before it gives up")
+    elastic_cooldown: float = option("ELASTIC_COOLDOWN", non_negative_float, 60.0,
+                                     "seconds a failed device or host is left out of restarts")
     compute: str = option("COMPUTE", choice("auto", "c", "jax"), "auto",
                           "pytensor backend: c (C code on the CPU) or jax (JAX mode, params kept on the device); "
                           "auto: c on cpu, jax on cuda")

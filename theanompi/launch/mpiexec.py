@@ -226,7 +226,7 @@ class MpiexecRun:
     """
 
     def __init__(self, argv: list[str], run_dir: Path, ranks: list[RankSpec], claim: RunDirClaim | None = None,
-                 stall_grace: float = 1.5):
+                 stall_grace: float = 1.5, silence_limit: float = 0.0):
         self.run_dir = Path(run_dir)
         self.ranks = ranks
         #: the run directory's lock (``theanompi.session.run_dir.RunDirClaim``), released when the session ends
@@ -238,6 +238,10 @@ class MpiexecRun:
         self.failure: str | None = None
         #: ranks that died while the others carried on (ON_WORKER_LOSS=continue), described
         self.lost: list[str] = []
+        #: seconds a rank on another host may go unheard before its host counts as lost (0: never; WATCHDOG)
+        self.silence_limit = silence_limit
+        #: the hosts found silent that long (the session was stopped for them)
+        self.silent_hosts: list[str] = []
         self._stderr_tail: deque[str] = deque(maxlen=200)
         #: status lines of the ranks on other hosts (their RUN_DIR may not be ours)
         self.remote = RemoteRanks(self.run_dir)
@@ -298,14 +302,27 @@ class MpiexecRun:
         remote = [r for r, spec in enumerate(self.ranks) if not spec.device.is_local]
         return self.remote.ends(lambda r: self.ranks[r].describe(r), remote)
 
+    def stderr_tail(self) -> str:
+        """The last lines mpiexec wrote on stderr (status lines of remote ranks left out)."""
+        return "".join(self._stderr_tail)
+
     def _wait_watching_stalls(self) -> int:
-        """Wait for mpiexec; stop the session when a rank reports a stalled exchange."""
+        """Wait for mpiexec; stop the session when a rank reports a stalled exchange, or when the ranks of another
+        host have gone silent for ``silence_limit`` seconds (its link is down: nothing else would end it)."""
         described = [r.describe(i) for i, r in enumerate(self.ranks)]
         while True:
             try:
                 return self.proc.wait(timeout=1.0)
             except subprocess.TimeoutExpired:
                 pass
+            silent = self.remote.silent(self.silence_limit) if self.silence_limit else {}
+            if silent:
+                self.silent_hosts = sorted(set(silent.values()))
+                who = ", ".join(described[r] for r in silent)
+                self.failure = (f"lost host {', '.join(self.silent_hosts)}: {who} not heard for "
+                                f"{self.silence_limit:.0f} s (its link is down, or the host stopped)")
+                self.terminate()
+                return self.proc.wait()
             report = stall_report(self.run_dir, described)
             if report:
                 try:  # the ranks waiting on a stuck one report a moment later: name them too

@@ -54,6 +54,7 @@ from theanompi.runtime.agreement import check_agreement
 from theanompi.runtime.model_build import BuiltWorker, build_worker
 from theanompi.runtime.rank_context import RankContext
 from theanompi.runtime.worker_loop import WorkerLoop
+from theanompi.session.checkpoint import consensus
 from theanompi.session.recorder import Recorder
 
 log = logging.getLogger("theanompi")
@@ -174,6 +175,16 @@ class BSPWorker(WorkerLoop[BSPOptions]):
         built = build_worker(ctx, comm, sync_type, exchanger.memory, Recorder(ctx.spec.run_dir, write=comm.rank == 0))
         compressor = make_compressor(options, exchanger, built.fused.layout.shapes, built.fused.dtype)
         return cls(ctx, comm, built, options, sync_type, exchanger, compressor)
+
+    def resumed_state(self, payload: dict, slot: int | None) -> tuple[list, list]:
+        """At another number of workers every worker starts from the workers' consensus (their parameters and
+        optimizer state averaged; ``cdd``'s workers are identical), else from its own state."""
+        if int(payload["n_workers"]) != self.comm.size:
+            return consensus(payload)
+        return super().resumed_state(payload, slot)
+
+    def world_size_note(self) -> str:
+        return "every worker starts from the workers' consensus"
 
     def start_rule(self) -> None:
         self.reducer = self.overlapped_exchange()

@@ -189,6 +189,36 @@ class PSClient:
             raise ServerError(errors[0])
         return out
 
+    def export_table(self, table: TableRef) -> dict:
+        """The whole table and its updater's state, gathered from every server: ``{"values": (rows, cols),
+        "state": {name: (rows, cols)}, "partitions": [(start, stop), ...]}`` (the fixed virtual partitions,
+        :func:`~theanompi.comm.ps.protocol.partition_bounds`, whatever the number of servers)."""
+        self._check_open()
+        for srv in self.servers:
+            self.comm.Send(P.header(P.EXPORT, table.table_id), dest=srv, tag=P.TAG_REQUEST)
+        parts = [self.comm.recv(source=srv, tag=P.TAG_REPLY) for srv in self.servers]
+        errors = [part["error"] for part in parts if "error" in part]
+        if errors:
+            raise ServerError(errors[0])
+        values = np.empty((table.num_row, table.num_col), dtype=table.dtype)
+        names = sorted({name for part in parts for name in part["state"]})
+        state = {name: np.empty_like(values) for name in names}
+        for part in parts:
+            values[part["start"]:part["stop"]] = part["values"]
+            for name in names:
+                state[name][part["start"]:part["stop"]] = part["state"][name]
+        return {"values": values, "state": state, "partitions": P.partition_bounds(table.num_row)}
+
+    def import_table(self, table: TableRef, saved: dict) -> None:
+        """Overwrite the table and its updater's state with what :meth:`export_table` gave (by any number of
+        servers): each server gets its rows, whole virtual partitions, bit for bit."""
+        self.set(table, saved["values"])
+        for srv, (start, stop) in zip(self.servers, table.bounds):
+            self.comm.Send(P.header(P.IMPORT, table.table_id), dest=srv, tag=P.TAG_REQUEST)
+            rows = {name: np.ascontiguousarray(np.asarray(v)[start:stop]) for name, v in saved["state"].items()}
+            self.comm.send(rows, dest=srv, tag=P.TAG_PAYLOAD)
+        self._acks(self.servers)
+
     def stats(self) -> list[dict]:
         """Every server's statistics (adds, gets, staleness per client)."""
         self._check_open()

@@ -52,7 +52,9 @@ from theanompi.runtime.epoch_progress import EpochProgress
 from theanompi.runtime.model_build import BuiltWorker, build_model, n_epochs_for
 from theanompi.runtime.rank_context import RankContext
 from theanompi.runtime.records import Progress, end_session, epoch_metrics
-from theanompi.session.checkpoint import load_checkpoint, nothing_to_train, save_checkpoint
+from theanompi.session.checkpoint import load_checkpoint, nothing_to_train
+from theanompi.session.checkpoint_writer import CheckpointWriter
+from theanompi.session.rank_status import stop_requested, write_stopped
 from theanompi.session.recorder import Recorder
 from theanompi.session.watchdog import ACTIVITY
 
@@ -173,6 +175,9 @@ class ServerStart:
     shard_batches: list[int]
     ledger: StepLedger
     epochs_done: int
+    #: the moving rate: EASGD_ALPHA, or after a resume at another number of workers the one that keeps the
+    #: checkpoint's beta = workers * alpha (:func:`rescaled_alpha`)
+    alpha: float
     #: AVERAGE_WEIGHTS=ema: the centre's moving average (None when off)
     average: ParamsEMA | None = None
 
@@ -206,13 +211,13 @@ def take_start(connection: Connection, built: BuiltWorker, options: EASGDOptions
         batches = comm.gather(None, root=connection.server_rank)
     shard_batches = [int(batches[rank]) for rank in connection.worker_ranks]
     target = built.n_epochs * sum(shard_batches)
-    done, epochs_done = 0, 0
+    done, epochs_done, alpha = 0, 0, options.alpha
     if options.resume:
-        done, epochs_done = restore_centre(options.resume, centre, target)
+        done, epochs_done, alpha = restore_centre(options.resume, centre, target, options.alpha, len(shard_batches))
         built.recorder.iteration = done
     ledger = StepLedger(len(shard_batches), options.tau, target, done=done)
     return ServerStart(centre=centre, shard_batches=shard_batches, ledger=ledger, epochs_done=epochs_done,
-                       average=start_average(options, centre))
+                       alpha=alpha, average=start_average(options, centre))
 
 
 def start_average(options: EASGDOptions, centre: np.ndarray) -> ParamsEMA | None:
@@ -230,8 +235,29 @@ def start_average(options: EASGDOptions, centre: np.ndarray) -> ParamsEMA | None
     return average
 
 
-def restore_centre(path: str, centre: np.ndarray, target: int) -> tuple[int, int]:
-    """A checkpoint's centre into ``centre`` (the workers restore themselves); returns (steps done, epochs done)."""
+def rescaled_alpha(payload: dict[str, Any], alpha: float, n_workers: int) -> float:
+    """The moving rate of a session resuming ``payload`` with ``n_workers``: ``alpha`` (EASGD_ALPHA) at the
+    checkpoint's number of workers, else the one that keeps its ``beta = workers * alpha`` (Zhang et al.'s
+    beta = p * alpha), at most 1.
+
+    Example
+    -------
+    >>> rescaled_alpha({"n_workers": 3, "beta": 1.5}, 0.5, 2), rescaled_alpha({"n_workers": 2}, 0.75, 3)
+    (0.75, 0.5)
+    >>> rescaled_alpha({"n_workers": 2, "beta": 1.5}, 0.5, 2)
+    0.5
+    """
+    saved = int(payload["n_workers"])
+    if saved == n_workers:
+        return alpha
+    beta = float(payload.get("beta", alpha * saved))
+    return min(1.0, beta / n_workers)
+
+
+def restore_centre(path: str, centre: np.ndarray, target: int, alpha: float,
+                   n_workers: int) -> tuple[int, int, float]:
+    """A checkpoint's centre into ``centre`` (the workers restore themselves); returns (steps done, epochs done,
+    the moving rate, :func:`rescaled_alpha`)."""
     payload = load_checkpoint(path)
     saved = np.asarray(payload["centre"]).ravel()
     if saved.size != centre.size:
@@ -240,7 +266,12 @@ def restore_centre(path: str, centre: np.ndarray, target: int) -> tuple[int, int
     centre[:] = saved
     done, epochs_done = min(int(payload["iteration"]), target), int(payload["epoch"]) + 1
     log.info("resumed from %s after global epoch %d (%d steps done)", path, epochs_done, done)
-    return done, epochs_done
+    new_alpha = rescaled_alpha(payload, alpha, n_workers)
+    if new_alpha != alpha:
+        log.info("EASGD: %d workers continue a checkpoint of %d: alpha %g keeps beta = workers x alpha = %g%s",
+                 n_workers, int(payload["n_workers"]), new_alpha, new_alpha * n_workers,
+                 " (capped at 1)" if new_alpha == 1.0 else "")
+    return done, epochs_done, new_alpha
 
 
 class EASGDServer:
@@ -273,7 +304,8 @@ class EASGDServer:
         self.recorder = built.recorder
         self.n_epochs = built.n_epochs
         # the elastic average and the steps
-        self.alpha = built.fused.dtype.type(options.alpha)
+        self.moving_rate = start.alpha  # alpha as given (or rescaled): what the records say
+        self.alpha = built.fused.dtype.type(start.alpha)  # in the parameters' dtype: what the centre moves by
         self.centre = start.centre
         self.average = start.average
         self.buffers = buffers
@@ -287,6 +319,10 @@ class EASGDServer:
         self.traffic = SentBytes()  # the replies and deltas this server sent (theanompi.comm.traffic)
         self._workers_bytes_before_epoch = 0  # the workers' reported bytes when the global epoch began
         self.snapshots = SnapshotBook(self.n_workers)
+        self.writer = CheckpointWriter(str(options.checkpoint_dir))
+        every = options.checkpoint_every_iters
+        self.next_checkpoint_steps = (self.ledger.reported // every + 1) * every if every else 0
+        self.stopping = False  # the launcher asked to stop at a checkpoint, which was written
         self.progress = Progress(self.n_epochs, start.epochs_done)
         self.epoch_progress = EpochProgress.for_this_rank(self.n_epochs, options.progress_every)
 
@@ -311,7 +347,7 @@ class EASGDServer:
         self.recorder.open_board(self.ctx.spec)
         self.hand_out_first_grants()
         log.info("EASGD: %d workers, alpha %g, tau %d; %d global epochs of %d steps (%s)",
-                 self.n_workers, self.options.alpha, self.options.tau, self.n_epochs, self.global_epoch,
+                 self.n_workers, self.moving_rate, self.options.tau, self.n_epochs, self.global_epoch,
                  " + ".join(map(str, self.shard_batches)))
         if not self.ledger.active:  # a resumed checkpoint holds every step: every worker's first grant is 0
             log.info("%s", nothing_to_train(str(self.options.resume), self.epochs_done, self.n_epochs))
@@ -366,6 +402,7 @@ class EASGDServer:
             self._receive_snapshot(k, delta)
         rec.end_iteration()
         self._count_global_epochs()
+        self._checkpoint_inside_epoch_if_due()
 
     def _next_worker(self) -> int:
         """The next worker (in turn) whose report has arrived; polls with a growing pause until one has."""
@@ -461,30 +498,56 @@ class EASGDServer:
             self.fused.write(self.centre)
 
     # checkpoints --------------------------------------------------------------------------
-    def request_checkpoint(self, epoch: int) -> None:
+    def request_checkpoint(self, epoch: int, steps_into_epoch: int = 0) -> None:
         """Ask every working worker for a snapshot at its next exchange; write once all have answered (at once if
-        every worker has stopped, leaving its final snapshot)."""
-        self.snapshots.request(epoch, working=[k for k, grant in enumerate(self.ledger.granted) if grant > 0])
+        every worker has stopped, leaving its final snapshot). ``epoch``: the global epochs completed - 1;
+        ``steps_into_epoch``: the steps of the next one done (a checkpoint inside an epoch)."""
+        if self.snapshots.epoch is not None or self.stopping:
+            return  # one checkpoint at a time; none after the last one of a session stopping to restart
+        self.snapshots.request(epoch, working=[k for k, grant in enumerate(self.ledger.granted) if grant > 0],
+                               units=steps_into_epoch)
         self._write_checkpoint_if_due()
+
+    def _checkpoint_inside_epoch_if_due(self) -> None:
+        """CHECKPOINT_EVERY_ITERS: a checkpoint every so many steps the workers reported (inside global epochs)."""
+        every = self.options.checkpoint_every_iters
+        if not every or self.ledger.reported < self.next_checkpoint_steps:
+            return
+        self.next_checkpoint_steps = (self.ledger.reported // every + 1) * every
+        into = self.ledger.reported - self.epochs_done * self.global_epoch
+        if 0 < into and self.ledger.active:
+            self.request_checkpoint(self.epochs_done - 1, steps_into_epoch=into)
 
     def _write_checkpoint_if_due(self) -> None:
         if self.snapshots.is_due():
             self.write_checkpoint()
 
     def write_checkpoint(self) -> None:
-        """One hickle file: the centre and every worker's snapshot (a lost one's is the centre)."""
+        """One hickle file, written in the background: the centre and every worker's snapshot (a lost one's is the
+        centre), the moving rate and beta = workers x alpha (kept by a resume at another number of workers). When
+        the launcher asked the session to stop at its next checkpoint, every worker is told to stop."""
         rows = self.snapshots.rows(self.ledger.lost, self.centre)
-        path = save_checkpoint(self.options.checkpoint_dir, {
-            "rule": RULE_NAME, "epoch": self.snapshots.epoch, "iteration": self.ledger.reported,
-            "n_workers": self.n_workers, "seed": self.options.seed, "centre": self.centre.copy(),
+        self.writer.save({
+            "rule": RULE_NAME, "epoch": self.snapshots.epoch, "epoch_units": self.snapshots.units,
+            "iteration": self.ledger.reported, "n_workers": self.n_workers, "seed": self.options.seed,
+            "worker_devices": [r["device"] for r in self.ctx.spec.ranks if r["role"] == "worker"],
+            "centre": self.centre.copy(), "alpha": self.moving_rate, "beta": self.moving_rate * self.n_workers,
             "worker_params": [[v.copy() for v in self.fused.layout.views(np.asarray(s.params))] for s in rows],
             "worker_state": [list(s.state) for s in rows],
             "worker_iterations": [int(s.steps) for s in rows],
             **({"average": self.average.host_values(), "average_seen": self.average.seen}
                if self.average is not None else {}),
         })
-        log.info("checkpoint: %s", path)
         self.snapshots.written()
+        if not self.stopping and self.ledger.active and stop_requested(self.ctx.spec.run_dir):
+            self.stop_for_restart()
+
+    def stop_for_restart(self) -> None:
+        """The launcher asked the session to stop at this checkpoint (an elastic session grows): no more steps are
+        granted, so every worker stops at its next exchange; the session ends without a final model."""
+        self.stopping = True
+        self.ledger.stop_granting()
+        log.info("stopping at this checkpoint, as the launcher asked")
 
     # the end ------------------------------------------------------------------------------
     def bytes_sent_by_rank(self) -> list[int]:
@@ -504,6 +567,13 @@ class EASGDServer:
                 self._lose_workers(err)
         ledger = self.ledger
         missing = ledger.check_final()
+        written = self.writer.wait()
+        if self.stopping:
+            write_stopped(self.ctx.spec.run_dir, {"checkpoint": str(written), "iteration": ledger.reported})
+            log.info("stopped at the checkpoint %s, as the launcher asked", written)
+            self.recorder.close()
+            self.model.cleanup()
+            return
         if missing:
             log.warning("EASGD: %d of %d steps were not trained: every other worker had stopped when a worker "
                         "was lost", missing, ledger.target)
@@ -516,7 +586,7 @@ class EASGDServer:
         end_session(self.model, self.recorder, self.ctx.spec.run_dir, {
             "rule": RULE_NAME, "workers": self.n_workers, "iterations": ledger.reported,
             "global_epoch_iterations": self.global_epoch, "shard_batches": self.shard_batches,
-            "alpha": self.options.alpha, "tau": self.options.tau, "exchanges": self.tallies.exchanges,
+            "alpha": self.moving_rate, "tau": self.options.tau, "exchanges": self.tallies.exchanges,
             "mean_wait_s": waits, "lost_workers": sorted(ledger.lost), "bytes_sent": self.bytes_sent_by_rank(),
             "per_worker": [{"iterations": s, "exchanges": e, "mean_wait_s": w, "bytes_sent": b}
                            for s, e, w, b in zip(ledger.steps, self.tallies.exchanges, waits,

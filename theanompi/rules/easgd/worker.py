@@ -56,6 +56,7 @@ class EASGDWorker(WorkerLoop[EASGDOptions]):
 
     sync_type = SyncType.LOCAL
     rule_name = RULE_NAME
+    checkpoints_inside_epochs = False  # the server writes every checkpoint
     fused_location = "device"
 
     def __init__(self, ctx: RankContext, built: BuiltWorker, options: EASGDOptions, connection: Connection,
@@ -98,13 +99,21 @@ class EASGDWorker(WorkerLoop[EASGDOptions]):
         """Take the common start (or the checkpoint's), tell the server this shard's size, get the first grant."""
         take_start_point(self.exchange_comm, self.fused, root=self.worker_ranks[0],
                          resumed=self.restored is not None, staging=self.staging, sent=self.traffic)
-        if self.restored is not None:
-            self.iteration = self.recorder.iteration = int(
-                self.restored["worker_iterations"][self.restored_worker])
+        if self.restored is not None:  # a worker that joins starts its shard from the start
+            slot = self.restored_worker
+            self.iteration = self.recorder.iteration = (
+                int(self.restored["worker_iterations"][slot]) if slot is not None else 0)
         with ACTIVITY.waiting("the server's first grant"):
             self.exchange_comm.gather(int(self.model.data.n_batch_train), root=self.server_rank)
             self.grant = int(self.exchange_comm.scatter(None, root=self.server_rank))
         self.stopped = self.grant == 0
+
+    def resume_inside_epoch(self, epoch: int, units: int) -> None:
+        """Nothing: an EASGD worker continues its own shard at its own step count (:meth:`start_rule`)."""
+
+    def world_size_note(self) -> str:
+        return ("the centre is kept, workers that continue keep their parameters and optimizer state, workers that "
+                "join start from the centre with zero momentum")
 
     # hooks of the shared loop -----------------------------------------------------------
     def step(self, count: int) -> None:
