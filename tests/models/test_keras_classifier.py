@@ -1,0 +1,220 @@
+"""Keras 3 models (theanompi.models.keras_classifier, .keras_torch) in one process, on the Keras backend of this
+process (torch unless KERAS_BACKEND says jax); the last test runs this file again on the other backend.
+(At launch and under a real mpiexec: tests/sessions/test_keras_models.py.)"""
+
+import doctest
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("KERAS_BACKEND", "torch")  # before keras is imported (as theanompi.models.keras_classifier)
+pytest.importorskip("keras")
+
+from conftest import ROOT
+
+from theanompi.comm.fused_params import FusedParams
+from theanompi.comm.param_access import assign, host_copy, param_name
+from theanompi.core.errors import ConfigError, ContractError
+from theanompi.models.contract import WorkerConfig, check_model_instance
+from theanompi.models.data.digits import load_digits_split
+from theanompi.models.loader import load_model_class
+from theanompi.session.recorder import Recorder
+
+keras_classifier = pytest.importorskip("theanompi.models.keras_classifier")
+keras, BACKEND, KerasClassifierModel = keras_classifier.keras, keras_classifier.BACKEND, \
+    keras_classifier.KerasClassifierModel
+EXAMPLE = str(ROOT / "examples" / "keras_digits.py")
+
+
+def digits_cnn(**model_options):
+    cls = load_model_class(EXAMPLE, "DigitsCNN")
+    return cls(WorkerConfig(rank=0, size=1, seed=0, device="cpu0", model_options=model_options))
+
+
+def values(variables):
+    return [host_copy(v) for v in variables]
+
+
+class DigitsWithState(KerasClassifierModel):
+    """Dense - batch norm - dropout - dense: state the steps update (statistics, the dropout seed's state: a seeded
+    Dropout draws from it on both backends; an unseeded one on torch draws from torch's global generator)."""
+
+    def build_data(self):
+        (xt, yt), (xv, yv) = load_digits_split()
+        return self.shard(xt, yt, xv, yv)
+
+    def build_network(self):
+        layers = keras.layers
+        return keras.Sequential([keras.Input((64,)), layers.Dense(32), layers.BatchNormalization(),
+                                 layers.Activation("relu"), layers.Dropout(0.2, seed=self.config.seed),
+                                 layers.Dense(10)])
+
+
+def with_state(**model_options):
+    return DigitsWithState(WorkerConfig(rank=0, size=1, seed=0, device="cpu0", model_options=model_options))
+
+
+def test_example_docstring():
+    module = sys.modules[load_model_class(EXAMPLE, "DigitsCNN").__module__]
+    result = doctest.testmod(module)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_params_are_the_trainable_variables_in_the_backends_kind_named_by_keras():
+    model = digits_cnn()
+    kinds = {"torch": "Parameter", "jax": "ArrayCell"}
+    assert {type(p).__name__ for p in model.params} == {kinds[BACKEND]}
+    variables = model.keras_model.trainable_variables
+    assert [param_name(p) for p in model.params] == [v.path for v in variables]  # (sequential_N/conv2d_M/kernel, ...)
+    assert [tuple(p.shape) for p in values(model.params)] == [tuple(v.shape) for v in variables]
+    assert sum(v.size for v in values(model.params)) == 17258  # the PyTorch example's network
+    check_model_instance(model)
+
+
+def test_fused_params_read_and_write():
+    model = digits_cnn()
+    fused = FusedParams(model.params)
+    flat = fused.read().copy()  # (read() refills the fused buffer)
+    np.testing.assert_array_equal(flat, np.concatenate([v.ravel() for v in values(model.params)]))
+    fused.write(flat * 2, scale=0.25)
+    np.testing.assert_allclose(fused.read(), flat * 0.5, rtol=1e-6)
+    bad = flat.copy()
+    bad[3 * 3 * 16 + 2] = np.nan  # the conv's bias, params[1]
+    assert re.fullmatch(r"'sequential(_\d+)?/conv2d(_\d+)?/bias' \(params\[1\]\)", fused.non_finite(bad))
+
+
+def test_cdd_split_step_equals_local_step():
+    a, b = digits_cnn(weight_decay=1e-3), digits_cnn(weight_decay=1e-3)
+    a.compile_iter_fns("cdd")
+    b.compile_iter_fns("local")
+    check_model_instance(a, "cdd")
+    rec = Recorder(None)
+    for m in (a, b):
+        m.adjust_hyperp(0)
+    for count in range(5):
+        vector = a.train_iter(count, rec)
+        assert vector.shape == (17258,) and vector.dtype == np.float32
+        a.apply_update(vector)
+        assert b.train_iter(count, rec) is None
+    for p, q in zip(values(a.params), values(b.params)):
+        np.testing.assert_allclose(p, q, rtol=1e-5, atol=1e-6)
+    assert max(float(np.abs(p - q).max()) for p, q in zip(values(a.params), values(digits_cnn().params))) > 1e-3
+
+
+def test_momentum_sgd_is_classifier_models_arithmetic():
+    """Two steps with a constant gradient: v1 = -lr g, p1 = p0 + v1; v2 = mu v1 - lr g, p2 = p1 + v2."""
+    model = digits_cnn(lr=0.1, momentum=0.5)
+    model.compile_iter_fns("cdd")
+    model.adjust_hyperp(0)
+    start = FusedParams(model.params).read().copy()
+    g = np.linspace(-1, 1, 17258).astype("float32")
+    model.apply_update(g.copy())
+    model.apply_update(g.copy())
+    np.testing.assert_allclose(FusedParams(model.params).read(), start - 0.1 * g + (0.5 * -0.1 * g - 0.1 * g),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_seed_builds_the_same_weights_on_every_rank():
+    first, second = digits_cnn(), digits_cnn()
+    for p, q in zip(values(first.params), values(second.params)):
+        np.testing.assert_array_equal(p, q)
+    other = load_model_class(EXAMPLE, "DigitsCNN")(WorkerConfig(rank=1, size=2, seed=5, device="cpu1"))
+    assert not np.array_equal(values(first.params)[0], values(other.params)[0])
+
+
+def test_options_checked_like_classifier_model():
+    cls = load_model_class(EXAMPLE, "DigitsCNN")
+    assert cls.validate_options({})["batch_size"] == 16
+    with pytest.raises(ConfigError, match="model option momentum=1.5 is not allowed"):
+        cls.validate_options({"momentum": 1.5})
+
+
+def test_non_trainable_variables_are_checkpointed_and_updated_by_the_steps():
+    model = with_state()
+    assert [tuple(v.shape) for v in values(model.model_state)] == [(32,), (32,), (2,)]  # BN mean, variance; seed
+    assert len(model.state_vars) == 1 + 6 + 3 and len(model.running_stats()) == 2  # lr, 6 momenta, the state
+    model.compile_iter_fns("local")
+    model.adjust_hyperp(0)
+    seed_before = values(model.model_state)[2]
+    model.train_iter(0, Recorder(None))
+    mean, _, seed = values(model.model_state)
+    assert np.abs(mean).max() > 0 and not np.array_equal(seed, seed_before)  # statistics moved; dropout drew
+
+
+def test_restoring_state_vars_continues_bit_for_bit():
+    """What RESUME does (worker_loop.restore: assign every param and state var) makes the next steps equal."""
+    a = with_state(weight_decay=1e-4)
+    rec = Recorder(None)
+    a.compile_iter_fns("local")
+    a.adjust_hyperp(0)
+    for count in range(3):
+        a.train_iter(count, rec)
+    saved = values(a.params), values(a.state_vars)
+    b = with_state(weight_decay=1e-4)
+    b.compile_iter_fns("local")
+    b.adjust_hyperp(0)
+    for variables, arrays in zip((b.params, b.state_vars), saved):
+        for variable, value in zip(variables, arrays):
+            assign(variable, value)
+    for count in range(3, 6):
+        a.train_iter(count, rec)
+        b.train_iter(count, rec)
+    for p, q in zip(values(a.params) + values(a.state_vars), values(b.params) + values(b.state_vars)):
+        np.testing.assert_array_equal(p, q)
+
+
+def test_sync_state_averages_batch_norm_statistics_over_workers():
+    class OtherWorkerHasThreeTimesMine:  # stands in for a 2-worker communicator
+        def allreduce(self, buffer):
+            return buffer * 4
+
+        def Get_size(self):
+            return 2
+
+    model = with_state()
+    assign(model.model_state[0], np.ones(32, "float32"))
+    seed = values(model.model_state)[2]
+    model.sync_state(OtherWorkerHasThreeTimesMine())
+    mean, var, after = values(model.model_state)
+    assert mean.tolist() == [2.0] * 32 and var.tolist() == [2.0] * 32 and np.array_equal(after, seed)
+
+
+def test_a_build_network_that_returns_no_model_is_a_contract_error():
+    class Layers(DigitsWithState):
+        def build_network(self):
+            return [keras.layers.Dense(10)]
+
+    class Unbuilt(DigitsWithState):
+        def build_network(self):
+            return keras.Sequential([keras.layers.Dense(10)])
+
+    with pytest.raises(ContractError, match=r"^Layers.build_network must return a keras.Model .*not a list"):
+        Layers(WorkerConfig(rank=0, size=1, seed=0, device="cpu0"))
+    with pytest.raises(ContractError, match=r"^Unbuilt.build_network returned a keras.Model without weights"):
+        Unbuilt(WorkerConfig(rank=0, size=1, seed=0, device="cpu0"))
+
+
+def test_another_backend_is_refused_in_one_line():
+    code = "import theanompi.models.keras_classifier"
+    env = {**os.environ, "KERAS_BACKEND": "numpy"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "theanompi.core.errors.ConfigError: KerasClassifierModel trains Keras on its torch or jax backend, but this "
+        "process runs 'numpy' (KERAS_BACKEND='numpy'): set KERAS_BACKEND=torch or KERAS_BACKEND=jax")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("THEANOMPI_KERAS_OTHER_BACKEND") == "1", reason="this run is the other backend's")
+def test_the_same_checks_pass_on_the_other_backend():
+    other = "jax" if BACKEND == "torch" else "torch"
+    pytest.importorskip(other)
+    env = {**os.environ, "KERAS_BACKEND": other, "THEANOMPI_KERAS_OTHER_BACKEND": "1"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert " passed" in proc.stdout and "skipped" in proc.stdout, proc.stdout[-500:]
