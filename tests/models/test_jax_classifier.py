@@ -11,6 +11,14 @@ import pytest
 jax = pytest.importorskip("jax")
 nnx = pytest.importorskip("flax.nnx")
 
+from classifier_checks import (  # noqa: E402
+    check_momentum_arithmetic,
+    check_restore_continues_bit_for_bit,
+    check_split_step_equals_local_step,
+    check_sync_state_averages_the_statistics,
+    check_two_workers_average_to_the_double_batch,
+    values,
+)
 from conftest import ROOT  # noqa: E402
 
 from theanompi.comm.array_cell import ArrayCell  # noqa: E402
@@ -25,13 +33,10 @@ from theanompi.session.recorder import Recorder  # noqa: E402
 EXAMPLE = str(ROOT / "examples" / "jax_digits.py")
 
 
-def digits_cnn(**model_options):
+def make(rank=0, size=1, **model_options):
+    """The example's model as worker ``rank`` of ``size`` builds it."""
     cls = load_model_class(EXAMPLE, "DigitsCNN")
-    return cls(WorkerConfig(rank=0, size=1, seed=0, device="cpu0", model_options=model_options))
-
-
-def values(cells):
-    return [np.asarray(c.value) for c in cells]
+    return cls(WorkerConfig(rank=rank, size=size, seed=0, device=f"cpu{rank}", model_options=model_options))
 
 
 class DigitsWithState(JaxClassifierModel):
@@ -47,8 +52,8 @@ class DigitsWithState(JaxClassifierModel):
                               nnx.Dropout(0.2, rngs=rngs), nnx.Linear(32, 10, rngs=rngs))
 
 
-def with_state(**model_options):
-    return DigitsWithState(WorkerConfig(rank=0, size=1, seed=0, device="cpu0", model_options=model_options))
+def make_with_state(rank=0, size=1, **model_options):
+    return DigitsWithState(WorkerConfig(rank=rank, size=size, seed=0, device=f"cpu{rank}", model_options=model_options))
 
 
 def test_example_docstring():
@@ -58,7 +63,7 @@ def test_example_docstring():
 
 
 def test_params_are_named_array_cells_of_the_modules_params():
-    model = digits_cnn()
+    model = make()
     assert [p.name for p in model.params] == ["conv.bias", "conv.kernel", "hidden.bias", "hidden.kernel", "out.bias",
                                               "out.kernel"]
     assert all(isinstance(p, ArrayCell) for p in model.params)
@@ -69,7 +74,7 @@ def test_params_are_named_array_cells_of_the_modules_params():
 
 
 def test_fused_params_read_and_write_array_cells():
-    model = digits_cnn()
+    model = make()
     fused = FusedParams(model.params)
     flat = fused.read()
     expected = np.concatenate([v.ravel() for v in values(model.params)])
@@ -83,55 +88,25 @@ def test_fused_params_read_and_write_array_cells():
 
 
 def test_cdd_split_step_equals_local_step():
-    a, b = digits_cnn(weight_decay=1e-3), digits_cnn(weight_decay=1e-3)
-    a.compile_iter_fns("cdd")
-    b.compile_iter_fns("local")
-    check_model_instance(a, "cdd")
-    rec = Recorder(None)
-    for m in (a, b):
-        m.adjust_hyperp(0)
-    for count in range(5):
-        vector = a.train_iter(count, rec)
-        assert isinstance(vector, np.ndarray) and vector.flags.c_contiguous and vector.shape == (17258,)
-        assert np.shares_memory(vector, np.from_dlpack(a._flat_grad))  # a view of the JAX array, not a copy
-        a.apply_update(vector)
-        assert b.train_iter(count, rec) is None
-    for p, q in zip(values(a.params), values(b.params)):
-        np.testing.assert_allclose(p, q, rtol=1e-5, atol=1e-6)
-    moved = max(float(np.abs(p - q).max()) for p, q in zip(values(a.params), values(digits_cnn().params)))
-    assert moved > 1e-3
+    model = make()
+    model.compile_iter_fns("cdd")
+    vector = model.train_iter(0, Recorder(None))
+    assert np.shares_memory(vector, np.from_dlpack(model._flat_grad))  # a view of the JAX array, not a copy
+    assert not vector.flags.writeable  # (JAX arrays are read-only: the exchange stages it)
+    vectors = check_split_step_equals_local_step(make)
+    assert all(v.shape == (17258,) for v in vectors)
 
 
-def test_apply_update_takes_the_mean_of_the_workers_sum():
-    """Worker 0 of 2 given the sum of two equal gradients steps as one worker given one (lr * sum / 2)."""
-    one = digits_cnn()
-    two = load_model_class(EXAMPLE, "DigitsCNN")(WorkerConfig(rank=0, size=2, seed=0, device="cpu0"))
-    for m in (one, two):
-        m.compile_iter_fns("cdd")
-        m.adjust_hyperp(0)
-    rec = Recorder(None)
-    g = one.train_iter(0, rec).copy()
-    one.apply_update(g)
-    two.apply_update(2 * g)  # (its own gradient step not taken: the update is what is compared)
-    for p, q in zip(values(one.params), values(two.params)):
-        np.testing.assert_allclose(p, q, rtol=1e-6, atol=1e-8)
+def test_two_workers_mean_gradient_is_the_double_batchs():
+    check_two_workers_average_to_the_double_batch(make)
 
 
 def test_momentum_sgd_is_classifier_models_arithmetic():
-    """Two steps with a constant gradient: v1 = -lr g, p1 = p0 + v1; v2 = mu v1 - lr g, p2 = p1 + v2."""
-    model = digits_cnn(lr=0.1, momentum=0.5)
-    model.compile_iter_fns("cdd")
-    model.adjust_hyperp(0)
-    start = values(model.params)
-    g = np.linspace(-1, 1, 17258).astype("float32")
-    model.apply_update(g)
-    model.apply_update(g)
-    expected = np.concatenate([s.ravel() for s in start]) - 0.1 * g + (0.5 * -0.1 * g - 0.1 * g)
-    np.testing.assert_allclose(FusedParams(model.params).read(), expected, rtol=1e-5, atol=1e-6)
+    check_momentum_arithmetic(make)
 
 
 def test_weight_decay_is_added_to_the_weights_gradients_only():
-    decayed, plain = digits_cnn(weight_decay=0.01), digits_cnn()
+    decayed, plain = make(weight_decay=0.01), make()
     for m in (decayed, plain):
         m.compile_iter_fns("cdd")
         m.adjust_hyperp(0)
@@ -147,7 +122,7 @@ def test_weight_decay_is_added_to_the_weights_gradients_only():
 
 
 def test_seed_builds_the_same_weights_on_every_rank():
-    first, second = digits_cnn(), digits_cnn()
+    first, second = make(), make()
     for p, q in zip(values(first.params), values(second.params)):
         np.testing.assert_array_equal(p, q)
     other = load_model_class(EXAMPLE, "DigitsCNN")(WorkerConfig(rank=1, size=2, seed=5, device="cpu1"))
@@ -162,7 +137,7 @@ def test_options_checked_like_classifier_model():
 
 
 def test_network_state_is_checkpointed_and_updated_by_the_steps():
-    model = with_state()
+    model = make_with_state()
     names = [c.name for c in model.model_state]
     assert names == ["layers.1.mean", "layers.1.var", "layers.3.rngs.count"]  # not the typed random key
     assert [c.name for c in model.state_vars][-3:] == names and model.running_stats() == model.model_state[:2]
@@ -180,42 +155,13 @@ def test_network_state_is_checkpointed_and_updated_by_the_steps():
 
 
 def test_restoring_state_vars_continues_bit_for_bit():
-    """What RESUME does (worker_loop.restore: assign every param and state var) makes the next steps equal."""
-    from theanompi.comm.param_access import assign, host_copy
-
-    a = with_state(weight_decay=1e-4)
-    rec = Recorder(None)
-    a.compile_iter_fns("local")
-    a.adjust_hyperp(0)
-    for count in range(3):
-        a.train_iter(count, rec)
-    saved = [host_copy(v) for v in a.params], [host_copy(v) for v in a.state_vars]
-    b = with_state(weight_decay=1e-4)
-    b.compile_iter_fns("local")
-    b.adjust_hyperp(0)
-    for cells, arrays in zip((b.params, b.state_vars), saved):
-        for cell, value in zip(cells, arrays):
-            assign(cell, value)
-    for count in range(3, 6):
-        a.train_iter(count, rec)
-        b.train_iter(count, rec)
-    for p, q in zip(values(a.params) + values(a.state_vars), values(b.params) + values(b.state_vars)):
-        np.testing.assert_array_equal(p, q)
+    check_restore_continues_bit_for_bit(make_with_state)
 
 
 def test_sync_state_averages_batch_norm_statistics_over_workers():
-    class OtherWorkerHasThreeTimesMine:  # stands in for a 2-worker communicator
-        def allreduce(self, buffer):
-            return buffer * 4
-
-        def Get_size(self):
-            return 2
-
-    model = with_state()
-    model.model_state[0].value = jax.numpy.ones(32)
-    model.sync_state(OtherWorkerHasThreeTimesMine())
-    assert values(model.model_state)[0].tolist() == [2.0] * 32 and values(model.model_state)[1].tolist() == [2.0] * 32
-    assert int(values(model.model_state)[2]) == 0  # the counter is not averaged
+    model = make_with_state()
+    assert [c.name for c in model.model_state] == ["layers.1.mean", "layers.1.var", "layers.3.rngs.count"]
+    check_sync_state_averages_the_statistics(model)
 
 
 def test_a_build_network_that_returns_no_module_is_a_contract_error():

@@ -14,10 +14,18 @@ import pytest
 os.environ.setdefault("KERAS_BACKEND", "torch")  # before keras is imported (as theanompi.models.keras_classifier)
 pytest.importorskip("keras")
 
+from classifier_checks import (
+    check_momentum_arithmetic,
+    check_restore_continues_bit_for_bit,
+    check_split_step_equals_local_step,
+    check_sync_state_averages_the_statistics,
+    check_two_workers_average_to_the_double_batch,
+    values,
+)
 from conftest import ROOT
 
 from theanompi.comm.fused_params import FusedParams
-from theanompi.comm.param_access import assign, host_copy, param_name
+from theanompi.comm.param_access import param_name
 from theanompi.core.errors import ConfigError, ContractError
 from theanompi.models.contract import WorkerConfig, check_model_instance
 from theanompi.models.data.digits import load_digits_split
@@ -30,13 +38,10 @@ keras, BACKEND, KerasClassifierModel = keras_classifier.keras, keras_classifier.
 EXAMPLE = str(ROOT / "examples" / "keras_digits.py")
 
 
-def digits_cnn(**model_options):
+def make(rank=0, size=1, **model_options):
+    """The example's model as worker ``rank`` of ``size`` builds it."""
     cls = load_model_class(EXAMPLE, "DigitsCNN")
-    return cls(WorkerConfig(rank=0, size=1, seed=0, device="cpu0", model_options=model_options))
-
-
-def values(variables):
-    return [host_copy(v) for v in variables]
+    return cls(WorkerConfig(rank=rank, size=size, seed=0, device=f"cpu{rank}", model_options=model_options))
 
 
 class DigitsWithState(KerasClassifierModel):
@@ -54,8 +59,8 @@ class DigitsWithState(KerasClassifierModel):
                                  layers.Dense(10)])
 
 
-def with_state(**model_options):
-    return DigitsWithState(WorkerConfig(rank=0, size=1, seed=0, device="cpu0", model_options=model_options))
+def make_with_state(rank=0, size=1, **model_options):
+    return DigitsWithState(WorkerConfig(rank=rank, size=size, seed=0, device=f"cpu{rank}", model_options=model_options))
 
 
 def test_example_docstring():
@@ -65,7 +70,7 @@ def test_example_docstring():
 
 
 def test_params_are_the_trainable_variables_in_the_backends_kind_named_by_keras():
-    model = digits_cnn()
+    model = make()
     kinds = {"torch": "Parameter", "jax": "ArrayCell"}
     assert {type(p).__name__ for p in model.params} == {kinds[BACKEND]}
     variables = model.keras_model.trainable_variables
@@ -76,7 +81,7 @@ def test_params_are_the_trainable_variables_in_the_backends_kind_named_by_keras(
 
 
 def test_fused_params_read_and_write():
-    model = digits_cnn()
+    model = make()
     fused = FusedParams(model.params)
     flat = fused.read().copy()  # (read() refills the fused buffer)
     np.testing.assert_array_equal(flat, np.concatenate([v.ravel() for v in values(model.params)]))
@@ -88,38 +93,19 @@ def test_fused_params_read_and_write():
 
 
 def test_cdd_split_step_equals_local_step():
-    a, b = digits_cnn(weight_decay=1e-3), digits_cnn(weight_decay=1e-3)
-    a.compile_iter_fns("cdd")
-    b.compile_iter_fns("local")
-    check_model_instance(a, "cdd")
-    rec = Recorder(None)
-    for m in (a, b):
-        m.adjust_hyperp(0)
-    for count in range(5):
-        vector = a.train_iter(count, rec)
-        assert vector.shape == (17258,) and vector.dtype == np.float32
-        a.apply_update(vector)
-        assert b.train_iter(count, rec) is None
-    for p, q in zip(values(a.params), values(b.params)):
-        np.testing.assert_allclose(p, q, rtol=1e-5, atol=1e-6)
-    assert max(float(np.abs(p - q).max()) for p, q in zip(values(a.params), values(digits_cnn().params))) > 1e-3
+    assert all(v.shape == (17258,) for v in check_split_step_equals_local_step(make))
+
+
+def test_two_workers_mean_gradient_is_the_double_batchs():
+    check_two_workers_average_to_the_double_batch(make)
 
 
 def test_momentum_sgd_is_classifier_models_arithmetic():
-    """Two steps with a constant gradient: v1 = -lr g, p1 = p0 + v1; v2 = mu v1 - lr g, p2 = p1 + v2."""
-    model = digits_cnn(lr=0.1, momentum=0.5)
-    model.compile_iter_fns("cdd")
-    model.adjust_hyperp(0)
-    start = FusedParams(model.params).read().copy()
-    g = np.linspace(-1, 1, 17258).astype("float32")
-    model.apply_update(g.copy())
-    model.apply_update(g.copy())
-    np.testing.assert_allclose(FusedParams(model.params).read(), start - 0.1 * g + (0.5 * -0.1 * g - 0.1 * g),
-                               rtol=1e-5, atol=1e-6)
+    check_momentum_arithmetic(make)
 
 
 def test_seed_builds_the_same_weights_on_every_rank():
-    first, second = digits_cnn(), digits_cnn()
+    first, second = make(), make()
     for p, q in zip(values(first.params), values(second.params)):
         np.testing.assert_array_equal(p, q)
     other = load_model_class(EXAMPLE, "DigitsCNN")(WorkerConfig(rank=1, size=2, seed=5, device="cpu1"))
@@ -134,7 +120,7 @@ def test_options_checked_like_classifier_model():
 
 
 def test_non_trainable_variables_are_checkpointed_and_updated_by_the_steps():
-    model = with_state()
+    model = make_with_state()
     assert [tuple(v.shape) for v in values(model.model_state)] == [(32,), (32,), (2,)]  # BN mean, variance; seed
     assert len(model.state_vars) == 1 + 6 + 3 and len(model.running_stats()) == 2  # lr, 6 momenta, the state
     model.compile_iter_fns("local")
@@ -146,41 +132,11 @@ def test_non_trainable_variables_are_checkpointed_and_updated_by_the_steps():
 
 
 def test_restoring_state_vars_continues_bit_for_bit():
-    """What RESUME does (worker_loop.restore: assign every param and state var) makes the next steps equal."""
-    a = with_state(weight_decay=1e-4)
-    rec = Recorder(None)
-    a.compile_iter_fns("local")
-    a.adjust_hyperp(0)
-    for count in range(3):
-        a.train_iter(count, rec)
-    saved = values(a.params), values(a.state_vars)
-    b = with_state(weight_decay=1e-4)
-    b.compile_iter_fns("local")
-    b.adjust_hyperp(0)
-    for variables, arrays in zip((b.params, b.state_vars), saved):
-        for variable, value in zip(variables, arrays):
-            assign(variable, value)
-    for count in range(3, 6):
-        a.train_iter(count, rec)
-        b.train_iter(count, rec)
-    for p, q in zip(values(a.params) + values(a.state_vars), values(b.params) + values(b.state_vars)):
-        np.testing.assert_array_equal(p, q)
+    check_restore_continues_bit_for_bit(make_with_state)
 
 
 def test_sync_state_averages_batch_norm_statistics_over_workers():
-    class OtherWorkerHasThreeTimesMine:  # stands in for a 2-worker communicator
-        def allreduce(self, buffer):
-            return buffer * 4
-
-        def Get_size(self):
-            return 2
-
-    model = with_state()
-    assign(model.model_state[0], np.ones(32, "float32"))
-    seed = values(model.model_state)[2]
-    model.sync_state(OtherWorkerHasThreeTimesMine())
-    mean, var, after = values(model.model_state)
-    assert mean.tolist() == [2.0] * 32 and var.tolist() == [2.0] * 32 and np.array_equal(after, seed)
+    check_sync_state_averages_the_statistics(make_with_state())
 
 
 def test_a_build_network_that_returns_no_model_is_a_contract_error():
