@@ -56,6 +56,7 @@ def make_with_state(rank=0, size=1, **model_options):
     return DigitsWithState(WorkerConfig(rank=rank, size=size, seed=0, device=f"cpu{rank}", model_options=model_options))
 
 
+@pytest.mark.slow  # compiles JAX steps (seconds)
 def test_example_docstring():
     module = sys.modules[load_model_class(EXAMPLE, "DigitsCNN").__module__]
     result = doctest.testmod(module)
@@ -87,6 +88,7 @@ def test_fused_params_read_and_write_array_cells():
     assert fused.non_finite(bad) == "'conv.kernel' (params[1])"
 
 
+@pytest.mark.slow  # compiles JAX steps (seconds)
 def test_cdd_split_step_equals_local_step():
     model = make()
     model.compile_iter_fns("cdd")
@@ -97,6 +99,7 @@ def test_cdd_split_step_equals_local_step():
     assert all(v.shape == (17258,) for v in vectors)
 
 
+@pytest.mark.slow  # compiles JAX steps (seconds)
 def test_two_workers_mean_gradient_is_the_double_batchs():
     check_two_workers_average_to_the_double_batch(make)
 
@@ -105,6 +108,7 @@ def test_momentum_sgd_is_classifier_models_arithmetic():
     check_momentum_arithmetic(make)
 
 
+@pytest.mark.slow  # compiles JAX steps (seconds)
 def test_weight_decay_is_added_to_the_weights_gradients_only():
     decayed, plain = make(weight_decay=0.01), make()
     for m in (decayed, plain):
@@ -136,6 +140,7 @@ def test_options_checked_like_classifier_model():
         cls.validate_options({"momentum": 1.5})
 
 
+@pytest.mark.slow  # compiles JAX steps (seconds)
 def test_network_state_is_checkpointed_and_updated_by_the_steps():
     model = make_with_state()
     names = [c.name for c in model.model_state]
@@ -154,6 +159,7 @@ def test_network_state_is_checkpointed_and_updated_by_the_steps():
     np.testing.assert_array_equal(np.asarray(trained.layers[1].mean[...]), mean)
 
 
+@pytest.mark.slow  # compiles JAX steps (seconds)
 def test_restoring_state_vars_continues_bit_for_bit():
     check_restore_continues_bit_for_bit(make_with_state)
 

@@ -154,6 +154,7 @@ def test_a_build_network_that_returns_no_model_is_a_contract_error():
         Unbuilt(WorkerConfig(rank=0, size=1, seed=0, device="cpu0"))
 
 
+@pytest.mark.slow  # imports Keras in a subprocess
 def test_another_backend_is_refused_in_one_line():
     code = "import theanompi.models.keras_classifier"
     env = {**os.environ, "KERAS_BACKEND": "numpy"}
