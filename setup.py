@@ -34,7 +34,7 @@ EXTRAS = {
     # jax: install the [torch] or [jax] extra too)
     "keras": ["keras>=3.15"],
     # pytensor's JAX mode (CPU here; the [cuda] extra adds the GPU plugin) and JaxClassifierModel (Flax's nnx; optax
-    # for the plain-JAX reference of benchmarks/jax_model_vs_plain.py). flax 0.12.8 is the newest for Python 3.11.
+    # for the plain-JAX reference of benchmarks/jax_keras_models.py). flax 0.12.8 is the newest for Python 3.11.
     "jax": ["jax>=0.10.2", "flax>=0.12.8", "optax>=0.2.8"],
     # torch 2.13.0 is the CPU build available offline on the dev machines; a looser
     # range would pull the registry's newest CUDA build (several GB).

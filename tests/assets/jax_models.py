@@ -1,4 +1,4 @@
-"""The Flax example's digits CNN with a NaN gradient on worker 1 (tests/sessions/test_jax_models.py)."""
+"""The Flax example's digits CNN with a NaN gradient on worker 1 (tests/sessions/test_jax_keras.py)."""
 
 import sys
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""The Keras example's digits CNN with a NaN gradient on worker 1 (tests/sessions/test_keras_models.py)."""
+"""The Keras example's digits CNN with a NaN gradient on worker 1 (tests/sessions/test_jax_keras.py)."""
 
 import sys
 from pathlib import Path

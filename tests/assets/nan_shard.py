@@ -1,5 +1,5 @@
 """A ModelClass mixin: worker 1's training images all NaN, so its first gradient is NaN (the bad-input checks of
-tests/sessions/test_jax_models.py and test_keras_models.py)."""
+tests/sessions/test_jax_keras.py)."""
 
 import numpy as np
 

@@ -3,10 +3,12 @@ test_jax_classifier.py and test_keras_classifier.py. Each takes ``make(rank=0, s
 builds the model as a rank does (``WorkerConfig(rank, size, seed=0, device=f"cpu{rank}")``)."""
 
 import numpy as np
+import pytest
 
 from theanompi.comm.fused_params import FusedParams
 from theanompi.comm.param_access import assign, host_copy
-from theanompi.models.contract import check_model_instance
+from theanompi.core.errors import ConfigError
+from theanompi.models.contract import WorkerConfig, check_model_instance
 from theanompi.session.recorder import Recorder
 
 
@@ -104,3 +106,16 @@ def check_sync_state_averages_the_statistics(model) -> None:
         assert stat.tolist() == [2.0] * stat.size
     for before, after in zip(others, values(model.model_state[2:])):
         np.testing.assert_array_equal(before, after)
+
+
+def check_seed_and_options(cls, make, index: int) -> None:
+    """Every rank builds the same initial weights from SEED (another seed, another ``params[index]``), and the
+    MODEL_* options are checked as ClassifierModel's (``cls``: the example's ModelClass, whose batch size is 16)."""
+    first, second = make(), make()
+    for p, q in zip(values(first.params), values(second.params)):
+        np.testing.assert_array_equal(p, q)
+    other = cls(WorkerConfig(rank=1, size=2, seed=5, device="cpu1"))
+    assert not np.array_equal(values(first.params)[index], values(other.params)[index])
+    assert cls.validate_options({})["batch_size"] == 16 and cls.defaults["momentum"] == 0.9
+    with pytest.raises(ConfigError, match="model option momentum=1.5 is not allowed"):
+        cls.validate_options({"momentum": 1.5})

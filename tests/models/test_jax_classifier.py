@@ -1,5 +1,5 @@
 """JAX (Flax) models (theanompi.models.jax_classifier, .jax_functional; theanompi.comm.array_cell) in one process.
-(At launch and under a real mpiexec: tests/sessions/test_jax_models.py.)"""
+(At launch and under a real mpiexec: tests/sessions/test_jax_keras.py.)"""
 
 import doctest
 import subprocess
@@ -14,6 +14,7 @@ nnx = pytest.importorskip("flax.nnx")
 from classifier_checks import (  # noqa: E402
     check_momentum_arithmetic,
     check_restore_continues_bit_for_bit,
+    check_seed_and_options,
     check_split_step_equals_local_step,
     check_sync_state_averages_the_statistics,
     check_two_workers_average_to_the_double_batch,
@@ -23,7 +24,7 @@ from conftest import ROOT  # noqa: E402
 
 from theanompi.comm.array_cell import ArrayCell  # noqa: E402
 from theanompi.comm.fused_params import FusedParams  # noqa: E402
-from theanompi.core.errors import ConfigError, ContractError  # noqa: E402
+from theanompi.core.errors import ContractError  # noqa: E402
 from theanompi.models.contract import WorkerConfig, check_model_instance  # noqa: E402
 from theanompi.models.data.digits import load_digits_split  # noqa: E402
 from theanompi.models.jax_classifier import JaxClassifierModel  # noqa: E402
@@ -125,19 +126,8 @@ def test_weight_decay_is_added_to_the_weights_gradients_only():
         offset += n
 
 
-def test_seed_builds_the_same_weights_on_every_rank():
-    first, second = make(), make()
-    for p, q in zip(values(first.params), values(second.params)):
-        np.testing.assert_array_equal(p, q)
-    other = load_model_class(EXAMPLE, "DigitsCNN")(WorkerConfig(rank=1, size=2, seed=5, device="cpu1"))
-    assert not np.array_equal(values(first.params)[1], values(other.params)[1])
-
-
-def test_options_checked_like_classifier_model():
-    cls = load_model_class(EXAMPLE, "DigitsCNN")
-    assert cls.validate_options({})["batch_size"] == 16 and cls.defaults["momentum"] == 0.9
-    with pytest.raises(ConfigError, match="model option momentum=1.5 is not allowed"):
-        cls.validate_options({"momentum": 1.5})
+def test_seed_builds_the_same_weights_on_every_rank_and_options_are_checked():
+    check_seed_and_options(load_model_class(EXAMPLE, "DigitsCNN"), make, index=1)
 
 
 @pytest.mark.slow  # compiles JAX steps (seconds)

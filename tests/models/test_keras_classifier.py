@@ -1,6 +1,6 @@
 """Keras 3 models (theanompi.models.keras_classifier, .keras_torch) in one process, on the Keras backend of this
 process (torch unless KERAS_BACKEND says jax); the last test runs this file again on the other backend.
-(At launch and under a real mpiexec: tests/sessions/test_keras_models.py.)"""
+(At launch and under a real mpiexec: tests/sessions/test_jax_keras.py.)"""
 
 import doctest
 import os
@@ -17,6 +17,7 @@ pytest.importorskip("keras")
 from classifier_checks import (
     check_momentum_arithmetic,
     check_restore_continues_bit_for_bit,
+    check_seed_and_options,
     check_split_step_equals_local_step,
     check_sync_state_averages_the_statistics,
     check_two_workers_average_to_the_double_batch,
@@ -26,7 +27,7 @@ from conftest import ROOT
 
 from theanompi.comm.fused_params import FusedParams
 from theanompi.comm.param_access import param_name
-from theanompi.core.errors import ConfigError, ContractError
+from theanompi.core.errors import ContractError
 from theanompi.models.contract import WorkerConfig, check_model_instance
 from theanompi.models.data.digits import load_digits_split
 from theanompi.models.loader import load_model_class
@@ -104,19 +105,8 @@ def test_momentum_sgd_is_classifier_models_arithmetic():
     check_momentum_arithmetic(make)
 
 
-def test_seed_builds_the_same_weights_on_every_rank():
-    first, second = make(), make()
-    for p, q in zip(values(first.params), values(second.params)):
-        np.testing.assert_array_equal(p, q)
-    other = load_model_class(EXAMPLE, "DigitsCNN")(WorkerConfig(rank=1, size=2, seed=5, device="cpu1"))
-    assert not np.array_equal(values(first.params)[0], values(other.params)[0])
-
-
-def test_options_checked_like_classifier_model():
-    cls = load_model_class(EXAMPLE, "DigitsCNN")
-    assert cls.validate_options({})["batch_size"] == 16
-    with pytest.raises(ConfigError, match="model option momentum=1.5 is not allowed"):
-        cls.validate_options({"momentum": 1.5})
+def test_seed_builds_the_same_weights_on_every_rank_and_options_are_checked():
+    check_seed_and_options(load_model_class(EXAMPLE, "DigitsCNN"), make, index=0)
 
 
 def test_non_trainable_variables_are_checkpointed_and_updated_by_the_steps():
@@ -152,17 +142,6 @@ def test_a_build_network_that_returns_no_model_is_a_contract_error():
         Layers(WorkerConfig(rank=0, size=1, seed=0, device="cpu0"))
     with pytest.raises(ContractError, match=r"^Unbuilt.build_network returned a keras.Model without weights"):
         Unbuilt(WorkerConfig(rank=0, size=1, seed=0, device="cpu0"))
-
-
-@pytest.mark.slow  # imports Keras in a subprocess
-def test_another_backend_is_refused_in_one_line():
-    code = "import theanompi.models.keras_classifier"
-    env = {**os.environ, "KERAS_BACKEND": "numpy"}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
-    assert proc.returncode != 0
-    assert proc.stderr.strip().splitlines()[-1] == (
-        "theanompi.core.errors.ConfigError: KerasClassifierModel trains Keras on its torch or jax backend, but this "
-        "process runs 'numpy' (KERAS_BACKEND='numpy'): set KERAS_BACKEND=torch or KERAS_BACKEND=jax")
 
 
 @pytest.mark.slow

@@ -4,13 +4,14 @@ tests/models/test_keras_classifier.py.)
 
 Three flavours: the Flax example, the Keras example on Keras's jax backend and on its torch backend
 (``KERAS_BACKEND`` in the launcher's environment, which every rank inherits). Each session costs its start-up (jax,
-Flax or Keras and torch imported on every rank, the steps compiled), so the checks are spread over the flavours:
-BSP ``cdd`` against one process with twice the batch and resume on the two JAX-backed ones, every other rule on Flax
-and on Keras (its backends alternating), a NaN gradient on all three (on Keras-on-torch under BSP ``cdd`` with its
-exchange overlapped with backward). Keras on torch trains as TorchClassifierModel, whose ``cdd`` equality and resume
-test_torch.py checks; over 94 steps its own runs drift apart by more than float tolerance (a max-pool tie decided
-the other way by a last-bit difference between torch's channels-last convolutions of 16 and of 32 images), so its
-2-worker mean gradient is checked against the double batch's in one process
+Flax or Keras and torch imported on every rank, the steps compiled), so the checks are spread over the flavours: BSP
+``cdd`` against one process with twice the batch and resume on the two JAX-backed ones, every other rule on Flax and
+on Keras (its backends alternating), a NaN gradient on Flax and on Keras-on-torch (under BSP ``cdd`` with its
+exchange overlapped with backward; Keras on jax trains through Flax's JaxFunctionalClassifier; the launcher's
+one-line refusal of another Keras backend is checked here only). Keras on torch trains as TorchClassifierModel, whose
+``cdd`` equality and resume test_torch.py checks; over 94 steps its own runs drift apart by more than float
+tolerance (a max-pool tie decided the other way by a last-bit difference between torch's channels-last convolutions
+of 16 and of 32 images), so its 2-worker mean gradient is checked against the double batch's in one process
 (tests/models/test_keras_classifier.py).
 """
 
@@ -38,8 +39,9 @@ FLAVOURS = {
     "keras-torch": (dict(MODELFILE=str(EXAMPLES / "keras_digits.py"), MODELCLASS="DigitsCNN"),
                     {"KERAS_BACKEND": "torch"}),
 }
+#: a NaN gradient on Flax (Keras on jax trains through the same JaxFunctionalClassifier) and on Keras-on-torch (its
+#: exchange overlapped with backward)
 NAN_INJECTORS = {"flax": (str(ASSETS / "jax_models.py"), "JaxNaNInjector"),
-                 "keras-jax": (str(ASSETS / "keras_models.py"), "KerasNaNInjector"),
                  "keras-torch": (str(ASSETS / "keras_models.py"), "KerasNaNInjector")}
 COMMON = dict(MODEL_BATCH_SIZE=16, MODEL_LR=0.05, THREADS_PER_WORKER=1)
 
