@@ -24,7 +24,8 @@ The network is _ddp_worker.py's CIFAR CNN (conv32-pool-conv64-pool-dense10, 60 k
   per worker). XLA sizes its CPU thread pool from the cores it sees, whatever THREADS_PER_WORKER says, so two JAX
   workers share the machine's cores with two pools.
 
-``--quick`` (about 3 minutes on an idle 2-core machine) takes 12 steps a block, 1 repeat; the full run about 15.
+``--quick`` (about 4 minutes on a 2-core machine under a load of 3-5) takes 20 steps a block, 3 repeats (one block
+of 12 steps put the step ratios anywhere from 0.9 to 1.5 on a loaded machine); the full run about 15.
 The machine (CPU model, cores) and its load average before and after go into the JSON (default
 ``benchmarks/results/jax_keras_models.json``).
 """
@@ -165,7 +166,7 @@ def in_subprocess(part: str, flavour: str, args: argparse.Namespace, workers: in
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="12 steps a block, 1 repeat (a few minutes)")
+    parser.add_argument("--quick", action="store_true", help="20 steps a block, 3 repeats (a few minutes)")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--repeats", type=int, default=3)
@@ -180,7 +181,7 @@ def main() -> None:
         print(json.dumps(result))
         return
     if args.quick:
-        args.steps, args.repeats = 12, 1
+        args.steps, args.repeats = 20, 3
     from cnn_step_vs_torch import machine_info
     from scaling_vs_ddp import ddp
 

@@ -24,8 +24,8 @@ import sys
 import numpy as np
 import pytest
 
-if importlib.util.find_spec("flax") is None or importlib.util.find_spec("keras") is None:  # (not imported here)
-    pytest.skip("needs flax and keras: pip install -e '.[jax,keras,torch]'", allow_module_level=True)
+if any(importlib.util.find_spec(name) is None for name in ("flax", "keras", "torch")):  # (not imported here)
+    pytest.skip("needs flax, keras and torch: pip install -e '.[jax,keras,torch]'", allow_module_level=True)
 
 from conftest import ASSETS, ROOT, run_launcher, write_cfg
 
