@@ -2,6 +2,9 @@
 test_jax_classifier.py and test_keras_classifier.py. Each takes ``make(rank=0, size=1, **model_options)``, which
 builds the model as a rank does (``WorkerConfig(rank, size, seed=0, device=f"cpu{rank}")``)."""
 
+import doctest
+import sys
+
 import numpy as np
 import pytest
 
@@ -119,3 +122,9 @@ def check_seed_and_options(cls, make, index: int) -> None:
     assert cls.validate_options({})["batch_size"] == 16 and cls.defaults["momentum"] == 0.9
     with pytest.raises(ConfigError, match="model option momentum=1.5 is not allowed"):
         cls.validate_options({"momentum": 1.5})
+
+
+def check_example_docstring(cls) -> None:
+    """The docstring examples of the module defining ``cls`` (an example's ModelClass) run and pass."""
+    result = doctest.testmod(sys.modules[cls.__module__])
+    assert result.attempted > 0 and result.failed == 0

@@ -1,7 +1,6 @@
 """JAX (Flax) models (theanompi.models.jax_classifier, .jax_functional; theanompi.comm.array_cell) in one process.
 (At launch and under a real mpiexec: tests/sessions/test_jax_keras.py.)"""
 
-import doctest
 import subprocess
 import sys
 
@@ -12,6 +11,7 @@ jax = pytest.importorskip("jax")
 nnx = pytest.importorskip("flax.nnx")
 
 from classifier_checks import (  # noqa: E402
+    check_example_docstring,
     check_momentum_arithmetic,
     check_restore_continues_bit_for_bit,
     check_seed_and_options,
@@ -59,9 +59,7 @@ def make_with_state(rank=0, size=1, **model_options):
 
 @pytest.mark.slow  # compiles JAX steps (seconds)
 def test_example_docstring():
-    module = sys.modules[load_model_class(EXAMPLE, "DigitsCNN").__module__]
-    result = doctest.testmod(module)
-    assert result.attempted > 0 and result.failed == 0
+    check_example_docstring(load_model_class(EXAMPLE, "DigitsCNN"))
 
 
 def test_params_are_named_array_cells_of_the_modules_params():

@@ -2,7 +2,6 @@
 process (torch unless KERAS_BACKEND says jax); the last test runs this file again on the other backend.
 (At launch and under a real mpiexec: tests/sessions/test_jax_keras.py.)"""
 
-import doctest
 import os
 import re
 import subprocess
@@ -15,6 +14,7 @@ os.environ.setdefault("KERAS_BACKEND", "torch")  # before keras is imported (as 
 pytest.importorskip("keras")
 
 from classifier_checks import (
+    check_example_docstring,
     check_momentum_arithmetic,
     check_restore_continues_bit_for_bit,
     check_seed_and_options,
@@ -65,9 +65,7 @@ def make_with_state(rank=0, size=1, **model_options):
 
 
 def test_example_docstring():
-    module = sys.modules[load_model_class(EXAMPLE, "DigitsCNN").__module__]
-    result = doctest.testmod(module)
-    assert result.attempted > 0 and result.failed == 0
+    check_example_docstring(load_model_class(EXAMPLE, "DigitsCNN"))
 
 
 def test_params_are_the_trainable_variables_in_the_backends_kind_named_by_keras():
