@@ -104,6 +104,13 @@ class SignalCNN(ClassifierModel):
     ]
     defaults = {"lr": 0.02, "n_epochs": 30}
 
+    @property
+    def own_lr_schedule(self) -> str | None:
+        """The tenfold drop at ``decay_epoch`` is this model's own schedule; with ``decay_epoch=0`` it follows the
+        session's (LR_SCHEDULE)."""
+        decay = self.hp["decay_epoch"]
+        return f"MODEL_DECAY_EPOCH={decay}" if decay else None
+
     def lr_multiplier(self, epoch_progress: float) -> float:
         """The learning rate drops tenfold from epoch ``decay_epoch`` on (counted from 0; 0: never)."""
         decay = self.hp["decay_epoch"]

@@ -14,3 +14,10 @@ def test_parameter_server(mode, servers, ranks):
 def test_staleness_modes_against_numpy(servers):
     proc = run_mpi("check_ps_staleness.py", servers + 2, str(servers), timeout=120)
     assert f"staleness ok ({servers} servers, 2 clients)" in proc.stdout
+
+
+def test_bounded_staleness_rates_and_averages():
+    """ASGD_MAX_STALENESS holds a pull that runs ahead; an add's learning rate and average decay, through real
+    servers, against NumPy."""
+    proc = run_mpi("check_ps_bounded.py", 5, timeout=120)
+    assert "bounded staleness, rates and averages: OK" in proc.stdout

@@ -15,10 +15,14 @@ from conftest import ASSETS, run_launcher, write_cfg
 from theanompi.runtime.records import load_final_params
 from theanompi.session.checkpoint import load_checkpoint, resolve_checkpoint
 
+# the cosine schedule and averaged weights (the final model): both go on exactly where the checkpoint left them
+SCHEDULED = dict(LR_SCHEDULE="cosine", LR_MIN=0.001, AVERAGE_WEIGHTS="ema", EMA_DECAY=0.95)
 
-@pytest.mark.parametrize("sync_type", ["cdd", "avg"])
-def test_bsp_resume_equals_uninterrupted_run(tmp_path, sync_type):
-    common = dict(MODEL_HIDDEN=64, BSP_SYNC_TYPE=sync_type, BSP_AVG_FREQ=3, CHECKPOINT_EVERY=2)
+
+@pytest.mark.parametrize("sync_type, extra", [("cdd", {}), ("avg", {}), ("cdd", SCHEDULED)],
+                         ids=["cdd", "avg", "cdd-cosine-ema"])
+def test_bsp_resume_equals_uninterrupted_run(tmp_path, sync_type, extra):
+    common = dict(MODEL_HIDDEN=64, BSP_SYNC_TYPE=sync_type, BSP_AVG_FREQ=3, CHECKPOINT_EVERY=2, **extra)
     # the uninterrupted run's own mid-way checkpoint (after epoch 2 of 4) is the one resumed
     mid_way = "full/checkpoints/ckpt-epoch-0001.hkl"
     full = write_cfg(tmp_path / "full.cfg", N_EPOCHS=4, RUN_DIR="full", **common)
@@ -35,6 +39,12 @@ def test_bsp_resume_equals_uninterrupted_run(tmp_path, sync_type):
     ckpt = load_checkpoint(tmp_path / mid_way)
     assert ckpt["epoch"] == 1 and ckpt["n_workers"] == 2 and ckpt["rule"] == "BSP"
     assert len(ckpt["worker_state"][0]) == 1 + 4  # lr + one velocity per param
+    if extra:  # the averages are in the checkpoint, and the final model is the average
+        assert [w["seen"] for w in ckpt["worker_average"]] == [2 * ckpt["iteration"]] * 2
+        rates = [[json.loads(line)["lr"] for line in (tmp_path / run / "epochs.jsonl").read_text().splitlines()]
+                 for run in ("full", "rest")]
+        assert rates[0][2:] == rates[1] and rates[0][-1] < rates[0][0]  # the schedule went on where it was
+        assert json.loads((tmp_path / "rest" / "summary.json").read_text())["final_model"] == "ema"
 
 
 def test_killed_worker_leaves_last_checkpoint_intact_and_resume_continues(tmp_path):
@@ -62,7 +72,11 @@ def test_killed_worker_leaves_last_checkpoint_intact_and_resume_continues(tmp_pa
 
 @pytest.mark.parametrize("rule", ["ASGD", "EASGD", "GOSGD"])
 def test_resume_continues_every_rule_from_its_checkpoint(tmp_path, rule):
-    keys = dict(RULE=rule, MODEL_HIDDEN=64, CHECKPOINT_EVERY=1,
+    """... with the cosine schedule and averaged weights, which the checkpoint keeps (the servers' for EASGD and
+    ASGD, each worker's share of the consensus for GOSGD) and which are the final model."""
+    from theanompi.session.checkpoint import final_params
+
+    keys = dict(RULE=rule, MODEL_HIDDEN=64, CHECKPOINT_EVERY=1, **SCHEDULED,
                 DEVICES="cpu0,cpu1,cpu2" if rule == "EASGD" else "cpu0,cpu1")  # EASGD: a server and two workers
     first = write_cfg(tmp_path / "a.cfg", N_EPOCHS=1, RUN_DIR="a", **keys)
     assert run_launcher(f"-cfg={first}", cwd=tmp_path)[0].returncode == 0
@@ -73,12 +87,20 @@ def test_resume_continues_every_rule_from_its_checkpoint(tmp_path, rule):
         assert sum(saved["worker_iterations"]) == saved["iteration"] == 48
     if rule == "GOSGD":  # weights of a drained cut: they sum to 1
         assert abs(sum(w["weight"] for w in saved["worker_rule_state"]) - 1.0) < 1e-12
+    n_params = sum(p.size for p in saved["worker_params"][0])
+    if rule == "EASGD":  # the centre's average, kept by the server
+        assert saved["average"].size == n_params and saved["average_seen"] == 48
+    else:  # ASGD: the table's average (pulled from the servers); GOSGD: each worker's share of the consensus's
+        assert [w["params"].size for w in saved["worker_average"]] == [n_params] * 2
+        for got, want in zip(load_final_params(tmp_path / "a"), final_params(saved), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)  # the final model is the average
     second = write_cfg(tmp_path / "b.cfg", N_EPOCHS=2, RUN_DIR="b", RESUME="a/checkpoints", **keys)
     proc, _ = run_launcher(f"-cfg={second}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "resumed from" in proc.stdout
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert summary["epochs"] == 1 and summary["final_val_accuracy"] >= 0.85  # GOSGD varies with timing: 0.90-0.95
+    assert summary["final_model"] == "ema" and summary["final_ema_val_accuracy"] >= 0.85
     assert resolve_checkpoint(tmp_path / "b" / "checkpoints").name == "ckpt-epoch-0001.hkl"
 
 

@@ -58,3 +58,17 @@ def check_installed(key: str, enabled: bool, package: str) -> None:
     if enabled and importlib.util.find_spec(package) is None:
         raise ConfigError(f"{key}=true needs the {package} package, which is not installed here "
                           f"(pip install {package}); or set {key}=false")
+
+
+def check_lr_schedule(options: Any) -> None:
+    """LR_SCHEDULE=step names its milestones (LR_DECAY_EPOCHS).
+
+    >>> from types import SimpleNamespace
+    >>> check_lr_schedule(SimpleNamespace(lr_schedule="step", lr_decay_epochs=""))
+    Traceback (most recent call last):
+    ...
+    theanompi.core.errors.ConfigError: LR_SCHEDULE='step' needs LR_DECAY_EPOCHS (the epochs at which ...
+    """
+    if options.lr_schedule == "step" and not options.lr_decay_epochs:
+        raise ConfigError("LR_SCHEDULE='step' needs LR_DECAY_EPOCHS (the epochs at which the learning rate is "
+                          "multiplied by LR_DECAY), e.g. LR_DECAY_EPOCHS=20,30")

@@ -23,7 +23,7 @@ dataclasses.FrozenInstanceError: cannot assign to field 'seed'
 >>> BSPOptions.parse({"tau": 2})
 Traceback (most recent call last):
 ...
-theanompi.core.errors.ConfigError: BSP: unknown option 'tau' (EASGD's); allowed: avg_freq, bind, ...
+theanompi.core.errors.ConfigError: BSP: unknown option 'tau' (EASGD's); allowed: average_weights, avg_freq, ...
 >>> BSPOptions.from_dict(options.to_dict()) == options
 True
 """
@@ -36,12 +36,14 @@ from dataclasses import dataclass, fields
 from typing import Any, ClassVar, TypeVar
 
 from theanompi.core.errors import ConfigError
+from theanompi.core.lr_schedule import SCHEDULES
 from theanompi.core.options import (
     Option,
     boolean,
     choice,
     epoch_count,
     fraction,
+    int_list,
     non_negative_float,
     non_negative_int,
     option,
@@ -60,6 +62,8 @@ UPDATER_NAMES = ("add", "sgd", "momentum", "adagrad")
 STALENESS_MODES = ("none", "scale", "compensate")
 
 Options = TypeVar("Options", bound="SessionOptions")
+#: the epochs of a session when neither N_EPOCHS nor the model says
+DEFAULT_EPOCHS = 10
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,21 @@ class SessionOptions:
                              "linear: multiply the learning rate by the number of workers")
     warmup_epochs: float = option("WARMUP_EPOCHS", non_negative_float, 0.0,
                                   "epochs over which a scaled learning rate ramps up from its 1-worker value")
+    # ----- learning at scale: the learning-rate schedule and averaged weights (issue 38) -----
+    lr_schedule: str = option("LR_SCHEDULE", choice(*SCHEDULES), "constant",
+                              "the learning rate over the session, on top of LR_SCALING and WARMUP_EPOCHS: constant, "
+                              "step (times LR_DECAY at each of LR_DECAY_EPOCHS) or cosine (to LR_MIN at the end)")
+    lr_decay_epochs: str | None = option("LR_DECAY_EPOCHS", int_list(minimum=1, allow_empty=True), None,
+                                  "step: the epochs (from 0) at which the learning rate is multiplied by LR_DECAY")
+    lr_decay: float = option("LR_DECAY", fraction, 0.1, "step: the factor at each of LR_DECAY_EPOCHS")
+    lr_min: float = option("LR_MIN", non_negative_float, 0.0, "cosine: the learning rate at the session's end")
+    average_weights: str = option("AVERAGE_WEIGHTS", choice("none", "ema"), "none",
+                                  "ema: also validate, checkpoint and save as the final model an exponential moving "
+                                  "average of the rule's model")
+    ema_decay: float = option("EMA_DECAY", unit_interval, 0.998,
+                              "the average's decay per batch trained by one worker")
+    ema_start_epoch: int = option("EMA_START_EPOCH", non_negative_int, 0,
+                                  "the epoch (from 0) from which the average lags the model (before it: the model)")
     check_finite: bool = option("CHECK_FINITE", boolean, True, "stop on NaN/Inf in a buffer about to be exchanged")
     plots: bool = option("PLOTS", boolean, True,
                          "draw RUN_DIR/curves.png and breakdown.png at the end "
@@ -118,6 +137,14 @@ class SessionOptions:
     on_worker_loss: str = option("ON_WORKER_LOSS", choice("abort", "continue"), "abort",
                                  "abort: a lost worker ends the session; continue (EASGD, ASGD): the others carry "
                                  "on without it")
+
+    def epochs_for(self, model_epochs: int | None) -> int:
+        """The session's epochs: N_EPOCHS if given, else the model's ``n_epochs``, else :data:`DEFAULT_EPOCHS`.
+
+        >>> SessionOptions().epochs_for(3), SessionOptions(n_epochs=5).epochs_for(3), SessionOptions().epochs_for(None)
+        (3, 5, 10)
+        """
+        return int(self.n_epochs or model_epochs or DEFAULT_EPOCHS)
 
     # ----- the table -----------------------------------------------------------------------
     @classmethod
@@ -232,6 +259,12 @@ class ASGDOptions(SessionOptions):
                             "compensate (DC-ASGD's delay compensation)")
     dc_lambda: float = option("ASGD_DC_LAMBDA", positive_float, 2.0,
                               "lambda0 of ASGD_STALENESS=compensate (DC-ASGD-a's variance control)")
+    max_staleness: int = option("ASGD_MAX_STALENESS", non_negative_int, 0,
+                                "bounded staleness: a worker more than this many steps ahead of the slowest one "
+                                "waits at its pull (0: never waits)")
+    momentum_correction: str = option("ASGD_MOMENTUM_CORRECTION", choice("none", "implicit"), "none",
+                                      "implicit: lower the explicit momentum to 1 - N(1 - momentum), at least 0, "
+                                      "for the momentum asynchrony adds (Mitliagkas et al. 2016)")
 
 
 #: RULE -> the class of its options

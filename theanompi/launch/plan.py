@@ -35,7 +35,12 @@ from theanompi.backend.compute import check_compute
 from theanompi.backend.pytensor_config import configure_pytensor
 from theanompi.core.devices import check_local_devices, parse_devices
 from theanompi.core.errors import ConfigError
-from theanompi.core.option_checks import check_installed, check_model_reference, check_worker_loss
+from theanompi.core.option_checks import (
+    check_installed,
+    check_lr_schedule,
+    check_model_reference,
+    check_worker_loss,
+)
 from theanompi.core.options import parse_model_options
 from theanompi.core.safe_io import atomic_write_text
 from theanompi.core.session_options import SessionOptions
@@ -88,6 +93,7 @@ def plan_session(request: SessionRequest) -> tuple[SessionSpec, list[RankSpec]]:
     rule.check_options(devices, options)
     check_worker_loss(rule.name, rule.supports_worker_loss, options.on_worker_loss)
     check_installed("TENSORBOARD", options.tensorboard, "tensorboard")
+    check_lr_schedule(options)
     check_local_devices(devices)
     check_compute(devices, options.compute)  # cuda devices compute through JAX
     model_cls = load_model(request.modelfile, request.modelclass, cwd)

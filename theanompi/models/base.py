@@ -4,7 +4,8 @@ A subclass supplies the data (:meth:`build_data`) and the network
 (:meth:`build_network` -> params and logits); this class compiles the training
 functions for BSP ``cdd`` (flat gradient out, update in a second function) and
 for every other rule (one function that steps locally), momentum SGD with
-optional weight decay, validation, learning-rate scaling with warm-up.
+optional weight decay, validation, and the learning rate of the session's schedule (LR_SCHEDULE with
+LR_SCALING and WARMUP_EPOCHS) or of the model's own, set at every step where it changes.
 
 Hyper-parameters come from ``config.model_options`` (cfg keys ``MODEL_*``),
 parsed by the class's option table (:mod:`theanompi.models.model_options`; the
@@ -44,7 +45,7 @@ from theanompi.backend.ops.softmax_inline import inline_softmax  # noqa: F401  (
 from theanompi.comm.fused_params import assign
 from theanompi.models.data.digits import load_digits_split  # noqa: F401  (docstring example)
 from theanompi.models.hyperparams import ClassifierHyperParams
-from theanompi.nn import sync_running_stats
+from theanompi.nn import BatchNormLayer, get_all_layers, sync_running_stats
 
 if TYPE_CHECKING:
     from pytensor.tensor.variable import TensorVariable
@@ -70,8 +71,6 @@ class ClassifierModel(ClassifierHyperParams):
         self.val_logits = built[2] if len(built) > 2 else self.logits
         self.n_classes = int(self.hp.get("n_classes", 10))
         self.lr = pytensor.shared(np.asarray(self.hp["lr"], dtype=self.floatX), name="lr")
-        self._epoch = 0
-        self._warmup_this_epoch = False
         self._grad_fn = self._update_fn = self._train_fn = self._val_fn = None
         self.sync_type = None
         self.state_vars = [self.lr]  # checkpointed with params; the optimizer adds its velocities
@@ -159,18 +158,22 @@ class ClassifierModel(ClassifierHyperParams):
             keep_on_device(self.params + self.state_vars)  # no host round trip per step
 
     # ----- contract -------------------------------------------------------------------
+    def set_lr(self, lr: float) -> None:
+        assign(self.lr, np.asarray(lr, dtype=self.floatX))
+
+    def learning_rate(self) -> float:
+        """The learning rate of the last step (recorded in each epoch's record)."""
+        return float(np.asarray(self.lr.get_value()))
+
     def _set_lr(self, epoch_progress: float) -> None:
-        assign(self.lr, np.asarray(self.hp["lr"] * self.lr_multiplier(epoch_progress), dtype=self.floatX))
+        self.set_lr(self.scheduled_lr(epoch_progress))
 
     def adjust_hyperp(self, epoch: int) -> None:
-        self._epoch = epoch
         self.data.set_epoch(epoch)
-        self._set_lr(float(epoch))
-        self._warmup_this_epoch = self.warming_up(epoch)
+        self.start_epoch_lr(epoch)
 
     def train_iter(self, count: int, recorder):
-        if self._warmup_this_epoch:
-            self._set_lr(self._epoch + count / self.data.n_batch_train)
+        self.step_lr(count)
         with recorder.timer("wait"):
             xb, yb = self.data.train_batch(count)
         if self.sync_type == "cdd":
@@ -196,6 +199,14 @@ class ClassifierModel(ClassifierHyperParams):
             xb, yb = self.data.val_batch(count)
         loss, error = self._val_fn(xb, yb)
         recorder.record_val(loss, error, len(yb))
+
+    def running_stats(self) -> list:
+        """The network's batch-norm running statistics (each BatchNormLayer's ``mean`` and ``inv_std``): what
+        :meth:`sync_state` pools and averaged weights average (AVERAGE_WEIGHTS=ema)."""
+        if self.network is None:
+            return []
+        return [v for layer in get_all_layers(self.network) if isinstance(layer, BatchNormLayer)
+                for v in (layer.mean, layer.inv_std)]
 
     def sync_state(self, comm) -> None:
         """Pool batch-norm running statistics over the workers (collective; see the layers' BN policy)."""

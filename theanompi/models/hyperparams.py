@@ -5,7 +5,8 @@
 :class:`theanompi.models.torch_classifier.TorchClassifierModel` (PyTorch): the options of momentum SGD (declared
 as :mod:`theanompi.models.model_options` declares every ModelClass's; the launcher calls
 :meth:`~theanompi.models.model_options.HasModelOptions.validate_options` before any rank starts),
-:meth:`~ClassifierHyperParams.shard` and the LR_SCALING / WARMUP_EPOCHS multiplier.
+:meth:`~ClassifierHyperParams.shard` and the learning rate: the session's schedule (LR_SCHEDULE with LR_SCALING and
+WARMUP_EPOCHS, :mod:`theanompi.core.lr_schedule`), or the model's own (:attr:`~ClassifierHyperParams.own_lr_schedule`).
 :class:`ImageClassifierHyperParams` adds the image data options (:mod:`theanompi.models.data.image_options`), the
 loaders they choose (:mod:`theanompi.models.data.image_loaders`) and their step learning-rate decay: what the
 pytensor zoo (:class:`theanompi.models.zoo.ImageClassifier`) and the Keras Wide ResNet share. Neither imports
@@ -24,12 +25,14 @@ theanompi.core.errors.ConfigError: ClassifierHyperParams: model option momentum=
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from theanompi.comm.fused_params import FlatLayout
 from theanompi.comm.param_access import assign, host_copy
+from theanompi.core.lr_schedule import LRSchedule
 from theanompi.core.options import (
     model_option,
     non_negative_float,
@@ -64,6 +67,11 @@ class ClassifierHyperParams(HasModelOptions):
     #: set by the subclass's ``__init__`` (see above)
     config: WorkerConfig
     hp: dict[str, Any]
+    data: Any
+    #: the epoch under way (:meth:`start_epoch_lr` sets it; subclasses read it, as before the schedule), and
+    #: whether its steps set their own learning rate
+    _epoch: int = 0
+    _lr_varies: bool = False
 
     def shard(self, x_train, y_train, x_val, y_val) -> ShardedArrayData:
         """This worker's shard of in-memory arrays."""
@@ -75,21 +83,58 @@ class ClassifierHyperParams(HasModelOptions):
         """Classes of the data (the width of the output layer)."""
         return int(self.hp.get("n_classes", 10))
 
-    def lr_multiplier(self, epoch_progress: float) -> float:
-        """LR_SCALING=linear multiplies by the worker count, ramping up over WARMUP_EPOCHS."""
+    # ----- the learning rate -----------------------------------------------------------------
+    @cached_property
+    def session_lr_schedule(self) -> LRSchedule:
+        """The session's schedule (LR_SCHEDULE, LR_SCALING, WARMUP_EPOCHS) over its epochs (N_EPOCHS, else the
+        model's ``n_epochs``), for this session's worker count."""
         opts = self.config.options
-        if opts.lr_scaling != "linear":
-            return 1.0
-        target = float(self.config.size)
-        warmup = opts.warmup_epochs
-        if warmup <= 0 or epoch_progress >= warmup:
-            return target
-        return 1.0 + (target - 1.0) * epoch_progress / warmup
+        return LRSchedule.of_session(opts, self.config.size, opts.epochs_for(self.hp["n_epochs"]))
 
-    def warming_up(self, epoch: int) -> bool:
-        """Whether the learning rate ramps up during ``epoch`` (LR_SCALING=linear with WARMUP_EPOCHS)."""
-        opts = self.config.options
-        return opts.lr_scaling == "linear" and epoch < opts.warmup_epochs
+    @property
+    def own_lr_schedule(self) -> str | None:
+        """What names this model's own learning-rate schedule, or None when it follows the session's LR_SCHEDULE.
+
+        A subclass that overrides :meth:`lr_multiplier` schedules its own rate (and keeps it): it says so by
+        default; it overrides this property to say what its schedule is, or None where it has none (e.g. its decay
+        option is off)."""
+        if type(self).lr_multiplier is not ClassifierHyperParams.lr_multiplier:
+            return f"{type(self).__name__}.lr_multiplier"
+        return None
+
+    def lr_multiplier(self, epoch_progress: float) -> float:
+        """LR_SCALING=linear multiplies by the worker count, ramping up over WARMUP_EPOCHS (a model with a schedule
+        of its own multiplies this by its decay)."""
+        return self.session_lr_schedule.ramp(epoch_progress)
+
+    def scheduled_lr(self, epoch_progress: float) -> float:
+        """The learning rate at ``epoch_progress`` (epochs, fractional): the model's own schedule if it has one,
+        else the session's (:mod:`theanompi.core.lr_schedule`) applied to MODEL_LR."""
+        if self.own_lr_schedule:
+            return float(self.hp["lr"]) * self.lr_multiplier(epoch_progress)
+        return self.session_lr_schedule.lr(float(self.hp["lr"]), epoch_progress)
+
+    def lr_varies_within(self, epoch: int) -> bool:
+        """Whether the rate changes between the steps of ``epoch`` (then it is set at every step)."""
+        if self.own_lr_schedule:
+            opts = self.config.options
+            return opts.lr_scaling == "linear" and epoch < opts.warmup_epochs
+        return self.session_lr_schedule.varies_within(epoch)
+
+    def set_lr(self, lr: float) -> None:
+        """Set the learning rate the next steps use (the base classes' variable)."""
+        raise NotImplementedError
+
+    def start_epoch_lr(self, epoch: int) -> None:
+        """At ``epoch``'s start: its learning rate, and whether each step sets its own."""
+        self._epoch = epoch
+        self._lr_varies = self.lr_varies_within(epoch)
+        self.set_lr(self.scheduled_lr(float(epoch)))
+
+    def step_lr(self, count: int) -> None:
+        """Before step ``count`` of the epoch: the rate at ``epoch + count / n_batch_train`` where it varies."""
+        if self._lr_varies:
+            self.set_lr(self.scheduled_lr(self._epoch + count / self.data.n_batch_train))
 
     def cleanup(self) -> None:
         """Close the data (stops a prefetch thread, closes files)."""
@@ -155,6 +200,12 @@ class ImageClassifierHyperParams(ClassifierHyperParams):
     def check_options(cls, hp: dict[str, Any]) -> None:
         super().check_options(hp)
         check_data_options(cls.__name__, hp, cls.data_choices)
+
+    @property
+    def own_lr_schedule(self) -> str | None:
+        """MODEL_LR_DECAY_EPOCHS, where it names milestones: the zoo's step schedule, kept."""
+        milestones = self.hp["lr_decay_epochs"]
+        return f"MODEL_LR_DECAY_EPOCHS={milestones}" if milestones else None
 
     def lr_multiplier(self, epoch_progress: float) -> float:
         """The base's multiplier (LR_SCALING) times ``lr_decay`` per passed ``lr_decay_epochs`` milestone."""

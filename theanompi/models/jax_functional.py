@@ -148,8 +148,6 @@ class JaxFunctionalClassifier(ClassifierHyperParams):
         self.sync_type = None
         self.layout = FlatLayout([p.value.shape for p in self.params])
         self._flat_grad = None  # the last cdd gradient (a JAX array), until apply_update
-        self._epoch = 0
-        self._warmup_this_epoch = False
 
     def shard(self, x_train, y_train, x_val, y_val):
         """This worker's shard of in-memory arrays, labels as int32 (JAX's default integer)."""
@@ -228,8 +226,7 @@ class JaxFunctionalClassifier(ClassifierHyperParams):
 
     # ----- steps ----------------------------------------------------------------------
     def train_iter(self, count: int, recorder):
-        if self._warmup_this_epoch:
-            self._set_lr(self._epoch + count / self.data.n_batch_train)
+        self.step_lr(count)
         with recorder.timer("wait"):
             xb, yb = self.data.train_batch(count)
         params, state = _values(self.params), _values(self.state)
@@ -270,14 +267,16 @@ class JaxFunctionalClassifier(ClassifierHyperParams):
         _record(recorder.record_val, self._evaluate(_values(self.params), _values(self.state), xb, yb), len(yb))
 
     # ----- hyper-parameters -----------------------------------------------------------
-    def _set_lr(self, epoch_progress: float) -> None:
-        assign(self.lr, np.float32(self.hp["lr"] * self.lr_multiplier(epoch_progress)))
+    def set_lr(self, lr: float) -> None:
+        assign(self.lr, np.float32(lr))
+
+    def learning_rate(self) -> float:
+        """The learning rate of the last step (recorded in each epoch's record)."""
+        return float(self.lr.value)
 
     def adjust_hyperp(self, epoch: int) -> None:
-        self._epoch = epoch
         self.data.set_epoch(epoch)
-        self._set_lr(float(epoch))
-        self._warmup_this_epoch = self.warming_up(epoch)
+        self.start_epoch_lr(epoch)
 
     def running_stats(self) -> list[ArrayCell]:
         """The state :meth:`sync_state` averages: the network's floating-point state (batch-norm statistics)."""

@@ -19,6 +19,10 @@ contract to every rule and keeps Theano-MPI's loop semantics:
 * **LR_SCALING=linear**: ``scale_lr(size)`` once, or ``shared_lr`` multiplied by
   ``size**(epoch/WARMUP_EPOCHS)`` step by step while warming up (as Theano-MPI's
   BSP worker ramped it).
+* **LR_SCHEDULE** (step, cosine): ``shared_lr`` is set at every epoch start, and at every step where it varies, to
+  the session's schedule (with LR_SCALING and WARMUP_EPOCHS) of its value when the model was built
+  (:class:`SharedLRSchedule`) -- unless the model declares ``own_lr_schedule`` (a text naming its schedule), or its
+  ``adjust_hyperp`` changes ``shared_lr`` itself: then the model keeps its own and one line says so.
 * **recorder**: Theano-MPI's ``start``/``end``/``train_error``/``val_error``; one
   call counts ``model.batch_size`` samples.
 * **checkpoints** hold ``shared_lr`` and the step's ``vels``/``vels2`` (unless the
@@ -47,6 +51,7 @@ import numpy as np
 from theanompi.backend import arrays
 from theanompi.comm.fused_params import FlatLayout, assign
 from theanompi.core.errors import ConfigError, ContractError
+from theanompi.core.lr_schedule import LRSchedule
 from theanompi.core.options import directory_path, model_option
 from theanompi.core.session_options import SessionOptions
 from theanompi.models.contract import WorkerConfig
@@ -161,6 +166,79 @@ class DeviceVels:
             vel2.container.storage[0] = part if part.dtype == storage.dtype else part.astype(storage.dtype)
 
 
+class SharedLRSchedule:
+    """The session's learning-rate schedule applied to a Theano-MPI model's ``shared_lr`` (see the module doc).
+
+    ``active`` while the session's schedule drives ``shared_lr``; ``own`` says why it does not (None while it does,
+    or when there is no schedule to apply).
+
+    Example
+    -------
+    >>> import pytensor
+    >>> from theanompi.core.lr_schedule import LRSchedule
+    >>> lr = pytensor.shared(np.float32(0.1))
+    >>> sched = SharedLRSchedule(lr, LRSchedule("step", n_epochs=4, decay_epochs="2"), own=None, name="Old")
+    >>> sched.start_epoch(2, log_to=False); round(float(lr.get_value()), 4)
+    0.01
+    >>> lr.set_value(np.float32(0.5))                        # the model's adjust_hyperp changed it
+    >>> sched.start_epoch(3, log_to=False); sched.active, sched.own, float(lr.get_value())
+    (False, 'Old.adjust_hyperp changes shared_lr', 0.5)
+    """
+
+    def __init__(self, shared_lr: Any, schedule: LRSchedule | None, own: str | None, name: str) -> None:
+        self.shared_lr = shared_lr
+        self.schedule = schedule
+        self.own = own
+        self.name = name
+        self.base = float(shared_lr.get_value()) if shared_lr is not None else 0.0  # the model's own rate
+        self.epoch = 0
+        self.varies = False
+        self.last: Any = None  # the value last set
+
+    @classmethod
+    def for_model(cls, model: Any, config: WorkerConfig) -> SharedLRSchedule:
+        """The schedule of ``model`` in a session of ``config``: inactive without LR_SCHEDULE (constant)."""
+        options, name = config.options, type(model).__name__
+        shared_lr = getattr(model, "shared_lr", None)
+        declared = getattr(model, "own_lr_schedule", None)
+        if options.lr_schedule == "constant":
+            return cls(shared_lr, None, declared, name)
+        if declared:
+            return cls(shared_lr, None, str(declared), name)
+        if shared_lr is None:
+            return cls(None, None, "it has no shared_lr, Theano-MPI's learning-rate variable", name)
+        n_epochs = options.epochs_for(getattr(model, "n_epochs", None))
+        return cls(shared_lr, LRSchedule.of_session(options, config.size, n_epochs), None, name)
+
+    @property
+    def active(self) -> bool:
+        return self.schedule is not None
+
+    def _set(self, progress: float) -> None:
+        assert self.schedule is not None
+        dtype = self.shared_lr.get_value().dtype
+        assign(self.shared_lr, np.asarray(self.schedule.lr(self.base, progress), dtype=dtype))
+        self.last = self.shared_lr.get_value()
+
+    def start_epoch(self, epoch: int, log_to: bool) -> None:
+        """At ``epoch``'s start (after the model's ``adjust_hyperp``): its rate, unless the model changed
+        ``shared_lr`` itself since the last step (then the schedule is off from now on, and ``log_to`` says so)."""
+        if self.schedule is None:
+            return
+        if self.last is not None and self.shared_lr.get_value() != self.last:
+            self.schedule, self.own = None, f"{self.name}.adjust_hyperp changes shared_lr"
+            if log_to:
+                log.warning("LR_SCHEDULE is off for ModelClass %r from epoch %d: %s", self.name, epoch + 1, self.own)
+            return
+        self.epoch, self.varies = epoch, self.schedule.varies_within(epoch)
+        self._set(float(epoch))
+
+    def step(self, fraction: float) -> None:
+        """Before a step ``fraction`` of the way through the epoch: the rate there, where it varies."""
+        if self.varies and self.schedule is not None:
+            self._set(self.epoch + fraction)
+
+
 class TheanoMPIModel:
     """theanompi's contract around a model written for Theano-MPI (see the module doc).
 
@@ -181,6 +259,7 @@ class TheanoMPIModel:
         self._recorder = None
         self._lr_multiplier = 1.0
         self._epochs_started = 0
+        self._schedule = SharedLRSchedule.for_model(model, config)
 
     # ----- what the rules read ----------------------------------------------------------
     @property
@@ -195,6 +274,18 @@ class TheanoMPIModel:
     def options(self) -> SessionOptions:
         """The session's options (``config.options``), typed."""
         return self.config.options
+
+    @property
+    def own_lr_schedule(self) -> str | None:
+        """What names the model's own learning-rate schedule (LR_SCHEDULE is then off for it), or None when
+        ``shared_lr`` follows the session's: the model's own ``own_lr_schedule`` attribute, else why the session's
+        cannot be applied (no ``shared_lr``; ``adjust_hyperp`` changed it)."""
+        return self._schedule.own
+
+    def learning_rate(self) -> float | None:
+        """``shared_lr``'s value (recorded in each epoch's record), or None without one."""
+        shared_lr = getattr(self.model, "shared_lr", None)
+        return float(np.asarray(shared_lr.get_value())) if shared_lr is not None else None
 
     @property
     def n_subb(self) -> int:
@@ -259,6 +350,7 @@ class TheanoMPIModel:
 
     def train_iter(self, count: int, recorder):
         self._remember(recorder)
+        self._schedule.step(count / self.data.n_batch_train)
         try:
             self.model.train_iter(count // self.n_subb, recorder)
         except AttributeError as err:
@@ -309,7 +401,10 @@ class TheanoMPIModel:
         if epoch > 0 and (self._epochs_started or self.options.resume):
             self.model.adjust_hyperp(epoch - 1)
             self._print_info()
-        self._scale_lr(epoch)
+        if self._schedule.active:
+            self._schedule.start_epoch(epoch, log_to=self.config.rank == 0)
+        else:
+            self._scale_lr(epoch)
         self._epochs_started += 1
         self.model.epoch = epoch
 
@@ -323,6 +418,7 @@ class TheanoMPIModel:
             print_info(self._recorder)
 
     def _scale_lr(self, epoch: int) -> None:
+        """LR_SCALING through ``scale_lr`` or ratios of ``shared_lr`` (without LR_SCHEDULE: Theano-MPI's way)."""
         options = self.options
         if options.lr_scaling != "linear" or self.config.size == 1:
             return

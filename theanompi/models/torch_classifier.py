@@ -130,8 +130,6 @@ class TorchClassifierModel(ClassifierHyperParams):
         self.flat_grad = None
         self._grad_hooks = []  # the params' autograd hooks (compile_iter_fns registers them)
         self._reducer = None  # BSP cdd's overlapped exchange, once attach_reducer gave it one
-        self._epoch = 0
-        self._warmup_this_epoch = False
 
     def shard(self, x_train, y_train, x_val, y_val):
         """This worker's shard of in-memory arrays, labels as int64 (what ``cross_entropy`` takes)."""
@@ -234,8 +232,7 @@ class TorchClassifierModel(ClassifierHyperParams):
                 torch._foreach_add_(self.params, grads, alpha=-lr)
 
     def train_iter(self, count: int, recorder):
-        if self._warmup_this_epoch:
-            self._set_lr(self._epoch + count / self.data.n_batch_train)
+        self.step_lr(count)
         with recorder.timer("wait"):
             xb, yb = self.data.train_batch(count)
         grads, loss, error = self._gradient(xb, yb)
@@ -279,14 +276,16 @@ class TorchClassifierModel(ClassifierHyperParams):
         recorder.record_val(float(loss), float(error), len(yb))
 
     # ----- hyper-parameters -----------------------------------------------------------
-    def _set_lr(self, epoch_progress: float) -> None:
-        self.lr.fill_(self.hp["lr"] * self.lr_multiplier(epoch_progress))
+    def set_lr(self, lr: float) -> None:
+        self.lr.fill_(lr)
+
+    def learning_rate(self) -> float:
+        """The learning rate of the last step (recorded in each epoch's record)."""
+        return float(self.lr)
 
     def adjust_hyperp(self, epoch: int) -> None:
-        self._epoch = epoch
         self.data.set_epoch(epoch)
-        self._set_lr(float(epoch))
-        self._warmup_this_epoch = self.warming_up(epoch)
+        self.start_epoch_lr(epoch)
 
     def running_stats(self) -> list[torch.Tensor]:
         """The state :meth:`sync_state` averages: the module's floating-point buffers (batch-norm statistics)."""

@@ -25,7 +25,14 @@ updates between a worker's pull and its push) is recorded per worker, and
 ``ASGD_STALENESS`` says what the servers make of it (``theanompi.comm.ps.staleness``):
 ``scale`` divides each push by its staleness (Zhang et al. 2016), ``compensate``
 corrects it towards the server's current parameters (DC-ASGD, Zheng et al. 2017,
-``ASGD_DC_LAMBDA``), ``none`` applies it as if it were fresh.
+``ASGD_DC_LAMBDA``), ``none`` applies it as if it were fresh. ``ASGD_MAX_STALENESS``
+bounds how far ahead of the slowest worker a worker may run (its pull waits),
+``ASGD_MOMENTUM_CORRECTION=implicit`` lowers the explicit momentum for the momentum
+asynchrony adds (:func:`corrected_momentum`). A server-side updater steps at ``ASGD_LR``
+on the session's LR_SCHEDULE (each push carries the rate of its worker's progress);
+with ``AVERAGE_WEIGHTS=ema`` the servers keep the table's moving average (each push
+carries its decay), which the workers pull at every epoch's end to validate, checkpoint
+and, after the last, save as the final model.
 
 Example
 -------
@@ -37,14 +44,17 @@ Example
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
 
 from theanompi.backend.arrays import to_host
 from theanompi.comm.fault_tolerance import SurvivorsComm
+from theanompi.comm.ps.protocol import CLOCK_IDLE
 from theanompi.core.devices import Device
 from theanompi.core.errors import ConfigError
+from theanompi.core.lr_schedule import LRSchedule
 from theanompi.core.session_options import ASGDOptions, SessionOptions
 from theanompi.models.contract import SyncType
 from theanompi.rules.base import Rule
@@ -55,6 +65,8 @@ from theanompi.runtime.worker_loop import WorkerLoop
 from theanompi.session.recorder import Recorder
 from theanompi.session.spec import RankSpec
 from theanompi.session.watchdog import ACTIVITY
+
+log = logging.getLogger("theanompi")
 
 
 class ASGD(Rule):
@@ -67,6 +79,9 @@ class ASGD(Rule):
         assert isinstance(options, ASGDOptions)
         if options.on_worker_loss == "continue" and options.sync:
             raise ConfigError("ON_WORKER_LOSS=continue needs ASGD_SYNC=false: synchronous rounds need every worker")
+        if options.max_staleness and options.sync:
+            raise ConfigError(f"ASGD_MAX_STALENESS={options.max_staleness} needs ASGD_SYNC=false: synchronous "
+                              "pulls are never stale")
 
     @classmethod
     def launch_ranks(cls, devices: list[Device], options: SessionOptions) -> list[RankSpec]:
@@ -84,8 +99,8 @@ class ASGD(Rule):
             ACTIVITY.enter("serving the tables")
             ACTIVITY.progress("waiting for requests", waiting=True)
             _watched_table_server()(ctx.comm, ctx.ranks_with_role("worker"), servers.index(ctx.rank), len(servers),
-                        sync=options.sync,
-                        tolerate_lost_clients=options.on_worker_loss == "continue").serve()
+                        sync=options.sync, tolerate_lost_clients=options.on_worker_loss == "continue",
+                        max_staleness=options.max_staleness).serve()
         else:
             if options.on_worker_loss == "continue":
                 role_comm = SurvivorsComm(role_comm, "ASGD workers")
@@ -103,6 +118,34 @@ def _watched_table_server() -> type:
             ACTIVITY.progress("waiting for requests", waiting=True)
 
     return WatchedTableServer
+
+
+def corrected_momentum(momentum: float, n_workers: int) -> float:
+    """ASGD_MOMENTUM_CORRECTION=implicit: the explicit momentum that leaves N asynchronous workers the step
+    amplification ``1 / (1 - momentum)`` of one worker. Asynchrony acts as an implicit momentum of about
+    ``1 - 1/N`` (Mitliagkas, Zhang, Hadjis, Re, "Asynchrony begets momentum, with an application to deep learning",
+    2016), which amplifies the steps N-fold; an explicit momentum ``1 - N (1 - momentum)``, at least 0, makes the
+    product ``N / (1 - explicit)`` what one worker had.
+
+    >>> corrected_momentum(0.9, 1), round(corrected_momentum(0.9, 4), 6), corrected_momentum(0.9, 16)
+    (0.9, 0.6, 0.0)
+    """
+    return max(0.0, 1.0 - n_workers * (1.0 - momentum))
+
+
+def implicit_momentum_options(model_cls: type, model_options: dict[str, Any], n_workers: int) -> dict[str, Any]:
+    """A model's options with its ``momentum`` (MODEL_MOMENTUM, or its default) corrected for ``n_workers``
+    asynchronous workers (:func:`corrected_momentum`); unchanged for a model without that option (logged)."""
+    table, defaults = getattr(model_cls, "option_table", None), getattr(model_cls, "defaults", {})
+    if table is None or "momentum" not in table or "momentum" not in defaults:
+        log.warning("ASGD_MOMENTUM_CORRECTION=implicit: ModelClass %r has no momentum option; its momentum is left "
+                    "as it is", model_cls.__name__)
+        return model_options
+    momentum = float(model_options.get("momentum", defaults["momentum"]))
+    corrected = corrected_momentum(momentum, n_workers)
+    log.info("ASGD_MOMENTUM_CORRECTION=implicit: the workers' momentum %g -> %g for %d asynchronous workers",
+             momentum, corrected, n_workers)
+    return {**model_options, "momentum": corrected}
 
 
 def sync_type_for(updater: str) -> str:
@@ -132,9 +175,13 @@ class ASGDWorker(WorkerLoop[ASGDOptions]):
         # cdd: the update vectors summed since the last push (None with the add updater: nothing to sum)
         self.accumulated = np.zeros(self.fused.size, self.fused.dtype) if self.sync_type == SyncType.CDD else None
         self.pending = 0
+        self.steps_this_epoch = 0
         self.exchanges = 0
         self.base = np.zeros(self.fused.size, self.fused.dtype)  # the parameters of the last pull
         self.server_stats: list = []
+        # the sgd/momentum/adagrad updaters' ASGD_LR on the session's schedule, at this worker's progress
+        self.server_lr = LRSchedule.of_session(options, comm.size, self.n_epochs)
+        self.clock = options.max_staleness > 0  # bounded staleness: the pulls carry this worker's clock
 
     @classmethod
     def create(cls, ctx: RankContext, comm: Any) -> ASGDWorker:
@@ -144,10 +191,19 @@ class ASGDWorker(WorkerLoop[ASGDOptions]):
 
         options = ctx.options_as(ASGDOptions)
         recorder = Recorder(ctx.spec.run_dir, write=comm.rank == 0)
-        built = build_worker(ctx, comm, sync_type_for(options.updater), "host", recorder)
+        implicit = options.momentum_correction == "implicit"
+        adjust = (lambda cls, given: implicit_momentum_options(cls, given, comm.size)) if implicit else None
+        built = build_worker(ctx, comm, sync_type_for(options.updater), "host", recorder,
+                             adjust_model_options=adjust if options.updater == "add" else None)
+        momentum = options.server_momentum
+        if implicit and options.updater == "momentum":
+            momentum = corrected_momentum(options.server_momentum, comm.size)
+            if comm.rank == 0:
+                log.info("ASGD_MOMENTUM_CORRECTION=implicit: the servers' momentum %g -> %g for %d asynchronous "
+                         "workers", options.server_momentum, momentum, comm.size)
         client = PSClient(ctx.comm, ctx.ranks_with_role("server"))
         table = client.create_table(0, num_row=built.fused.size, num_col=1, dtype=built.fused.dtype,
-                                    updater=options.updater, lr=options.server_lr, momentum=options.server_momentum,
+                                    updater=options.updater, lr=options.server_lr, momentum=momentum,
                                     staleness=options.staleness, dc_lambda=options.dc_lambda)
         return cls(ctx, comm, built, options, client, table)
 
@@ -158,13 +214,16 @@ class ASGDWorker(WorkerLoop[ASGDOptions]):
             check_agreement(self.comm, n_batch_train=self.model.data.n_batch_train)
         if self.comm.rank == 0:
             self.client.set(self.table, self.fused.read())  # master initialisation
+            if self.average is not None:  # the table's average starts at it, or at a resumed checkpoint's
+                start = self.average.params.values
+                self.client.set(self.table, self.fused.read() if start is None else start, average=True)
         with ACTIVITY.waiting("the start barrier"):
             self.comm.Barrier()
         self.pull()
 
-    def pull(self) -> None:
+    def pull(self, clock: int | None = None) -> None:
         with self.recorder.timer("comm"):
-            values = self.client.get(self.table).ravel()
+            values = self.client.get(self.table, clock=clock if self.clock else None).ravel()
             self.fused.write(values)
             self.base = values
 
@@ -175,7 +234,11 @@ class ASGDWorker(WorkerLoop[ASGDOptions]):
             else:
                 delta = self.fused.read() - self.base
             self.check_finite(delta, "pushed delta")
-            self.client.add(self.table, delta, sync=sync)
+            epoch_progress = self.epoch + self.steps_this_epoch / self.model.data.n_batch_train
+            lr = self.server_lr.lr(self.options.server_lr, epoch_progress) if self.sync_type == SyncType.CDD else None
+            decay = None if self.average is None else self.average.params.next_decay(
+                self.pending, self.epoch, seen=self.pending * self.comm.size)  # one push of N workers' streams
+            self.client.add(self.table, delta, sync=sync, lr=lr, decay=decay)
         if self.accumulated is not None:
             self.accumulated[:] = 0
         self.pending = 0
@@ -190,17 +253,29 @@ class ASGDWorker(WorkerLoop[ASGDOptions]):
         else:
             super().step(count)
         self.pending += 1
+        self.steps_this_epoch = count + 1
         if self.pending == self.options.push_freq:
             self.push()
-            self.pull()
+            self.pull(clock=count + 1)
+
+    def update_average(self) -> None:
+        """The servers keep the table's average; a worker keeps that of its running statistics."""
+        if self.average is not None:
+            self.average.update_stats(self.comm.size, self.epoch)
 
     def end_of_epoch(self, epoch: int) -> None:
-        """Flush the last pushes, then every worker pulls the same parameters (for validation)."""
+        """Flush the last pushes, then every worker pulls the same parameters (for validation), and their average
+        (AVERAGE_WEIGHTS=ema: validated, checkpointed and, after the last epoch, the final model)."""
         if self.pending:
             self.push(sync=True)
+        if self.clock:
+            self.client.clock(CLOCK_IDLE)  # done with this epoch's steps: hold nobody back
         with self.recorder.timer("wait"):
             self.comm.Barrier()  # every push of this epoch has been applied
-        self.pull()
+        self.pull(clock=0)
+        if self.average is not None:
+            with self.recorder.timer("comm"):
+                self.average.params.load(self.client.get(self.table, average=True).ravel(), self.average.params.seen)
         with self.recorder.timer("wait"):
             self.comm.Barrier()  # nobody pushes again before everyone has pulled
 

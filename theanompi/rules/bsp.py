@@ -102,6 +102,7 @@ class BSPWorker(WorkerLoop[BSPOptions]):
         self.sync_type = sync_type
         self.exchanger = exchanger
         self.reducer: OverlappedAllreduce | None = None
+        self.steps_since_average = 0  # avg: local steps since the parameters were last averaged
 
     @classmethod
     def create(cls, ctx: RankContext) -> BSPWorker:
@@ -176,6 +177,7 @@ class BSPWorker(WorkerLoop[BSPOptions]):
 
     def step_avg(self, count: int) -> None:
         super().step(count)
+        self.steps_since_average += 1
         if (self.iteration + 1) % self.options.avg_freq == 0:
             self.average_params()
 
@@ -189,6 +191,17 @@ class BSPWorker(WorkerLoop[BSPOptions]):
             self.check_finite(flat, "parameters")
             flat = self.exchanger.allreduce_sum(flat)
             self.fused.write(flat, scale=1.0 / self.comm.size)
+        if self.average is not None:  # AVERAGE_WEIGHTS=ema: the common parameters, after N workers' steps since
+            self.average.update_params(self.comm.size * self.steps_since_average, self.epoch)
+        self.steps_since_average = 0
+
+    def update_average(self) -> None:
+        """``avg``: the parameters are folded into the average when they are common (:meth:`average_params`), the
+        running statistics after every step; otherwise both after every step."""
+        if self.average is not None and self.sync_type == SyncType.AVG:
+            self.average.update_stats(self.comm.size, self.epoch)
+        else:
+            super().update_average()
 
     def end_of_epoch(self, epoch: int) -> None:
         if self.sync_type == SyncType.AVG and self.iteration % self.options.avg_freq:

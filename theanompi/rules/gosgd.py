@@ -47,6 +47,14 @@ epochs validate each worker's own model on its validation shard).
 those done while waiting for peers), steps, batches and the matrices of messages
 sent/received.
 
+Averaged weights
+----------------
+With ``AVERAGE_WEIGHTS=ema`` each worker keeps a moving average of its own parameters (updated after each local
+step, before it gossips, with the decay of N batches) and the average travels with them: a message is
+``(x_i, average_i)`` with the halved weight, a merge mixes both with the same coefficients. The weighted sum of the
+averages over the workers (and the messages in flight) is then the moving average of the consensus, and the final
+model is the consensus of the averages (:meth:`GOSGDWorker.conclude`). Messages are twice as long.
+
 Checkpoints
 -----------
 At a checkpoint epoch every worker is already at the epoch boundary (nobody pushes);
@@ -205,7 +213,9 @@ class GOSGDWorker(WorkerLoop[GOSGDOptions]):
         self._mpi = mpi
         self.gcomm = gossip_comm
         self.rng = self.push_generator(start_epoch=0)
-        self.recv_buf = np.empty(header_slots(self.fused.dtype) + self.fused.size, dtype=self.fused.dtype)
+        # what gossips: the params, followed by their moving average with AVERAGE_WEIGHTS=ema
+        self.state_size = self.fused.size * (2 if self.average is not None else 1)
+        self.recv_buf = np.empty(header_slots(self.fused.dtype) + self.state_size, dtype=self.fused.dtype)
         self._status = mpi.Status()
 
     @classmethod
@@ -235,13 +245,27 @@ class GOSGDWorker(WorkerLoop[GOSGDOptions]):
         self.rng = self.push_generator(self.start_epoch)
 
     # ----- exchanges -----------------------------------------------------------------
+    def gossip_state(self) -> np.ndarray:
+        """What a message carries and a merge mixes: the params, then (AVERAGE_WEIGHTS=ema) their average."""
+        params = self.fused.read()
+        if self.average is None:
+            return params
+        return np.concatenate([params, self.average.params.values.astype(params.dtype)])
+
+    def adopt_gossip_state(self, state: np.ndarray) -> None:
+        """Take a merged :meth:`gossip_state` back: the params, and the average."""
+        n = self.fused.size
+        self.fused.write(state[:n])
+        if self.average is not None:
+            self.average.params.values[...] = state[n:]
+
     def push(self) -> int:
         """Halve the weight and Isend ``(params, weight)`` to a random peer; return the peer."""
         self.reap()
         peer = int(self.rng.integers(self.size - 1))
         peer += peer >= self.rank
-        params = self.fused.read()
-        self.check_finite(params, "parameters pushed to a peer")
+        params = self.gossip_state()
+        self.check_finite(params[:self.fused.size], "parameters pushed to a peer")
         self.weight *= 0.5
         buf = self.free.pop() if self.free else np.empty_like(self.recv_buf)
         pack_message(params, self.weight, buf)
@@ -276,11 +300,11 @@ class GOSGDWorker(WorkerLoop[GOSGDOptions]):
         n, x = 0, None
         while self.gcomm.Iprobe(source=self._mpi.ANY_SOURCE, tag=GOSSIP_TAG, status=self._status):
             if x is None:
-                x = self.fused.read()
+                x = self.gossip_state()
             self._receive(self._status.Get_source(), x)
             n += 1
-        if n:
-            self.fused.write(x)
+        if x is not None:
+            self.adopt_gossip_state(x)
         return n
 
     def wait_for_peers(self) -> None:
@@ -300,12 +324,17 @@ class GOSGDWorker(WorkerLoop[GOSGDOptions]):
     def step(self, count: int) -> None:
         self._at_boundary = False
         super().step(count)
+        if self.average is not None:  # this worker's share of the consensus's average, before it gossips
+            self.average.update(self.size, self.epoch)
         with self.recorder.timer("comm"):
             self.receive_all()
             if self.size > 1 and self.rng.random() < self.p:
                 self.push()
             if count == self.model.data.n_batch_train - 1:
                 self.wait_for_peers()
+
+    def update_average(self) -> None:
+        """Done inside :meth:`step`, before the gossip (the average travels with the params)."""
 
     def end_of_epoch(self, epoch: int) -> None:
         """Meet the others (if a step did not already); after the last epoch adopt the consensus,
@@ -336,11 +365,11 @@ class GOSGDWorker(WorkerLoop[GOSGDOptions]):
         if (missing < 0).any():
             raise RuntimeError(f"GOSGD: received more messages than were sent: {self.received} > {expected}")
         if missing.any():
-            x = self.fused.read()
+            x = self.gossip_state()
             for source in np.flatnonzero(missing):
                 for _ in range(int(missing[source])):
                     self._receive(int(source), x)
-            self.fused.write(x)
+            self.adopt_gossip_state(x)
         MPI.Request.Waitall([request for request, _ in self.pending])
         self.pending.clear()
         self.free.clear()
@@ -350,8 +379,8 @@ class GOSGDWorker(WorkerLoop[GOSGDOptions]):
         MPI = self._mpi
         start = time.perf_counter()
         self.drain()
-        consensus = np.empty(self.fused.size + 1, dtype=np.float64)
-        np.multiply(self.fused.read(), self.weight, out=consensus[:-1])
+        consensus = np.empty(self.state_size + 1, dtype=np.float64)
+        np.multiply(self.gossip_state(), self.weight, out=consensus[:-1])
         consensus[-1] = self.weight
         # reduce + bcast rather than allreduce: every worker gets bit-identical parameters
         self.comm.Reduce(MPI.IN_PLACE if self.rank == 0 else consensus, consensus if self.rank == 0 else None,
@@ -360,7 +389,9 @@ class GOSGDWorker(WorkerLoop[GOSGDOptions]):
         total = float(consensus[-1])
         if abs(total - 1.0) > WEIGHT_TOLERANCE:
             raise RuntimeError(f"GOSGD: the workers' weights sum to {total!r}, not 1")
-        self.fused.write(consensus[:-1], scale=1.0 / total)
+        self.fused.write(consensus[:self.fused.size], scale=1.0 / total)
+        if self.average is not None:  # the consensus of the averages: the average of the consensus
+            self.average.params.values[...] = consensus[self.fused.size:-1] / total
         self.sum_weights = total
         self.conclude_s = time.perf_counter() - start
         self._concluded = True

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,14 +42,17 @@ def allreduce_sums(comm: Any, values: list[float]) -> np.ndarray:
 
 
 def validate(model: Any, recorder: Recorder, comm: Any) -> dict[str, float]:
-    """Run every validation batch on this rank; metrics averaged over all ranks' samples."""
+    """Run every validation batch on this rank; metrics averaged over all ranks' samples (of this pass only: it may
+    run twice in an epoch, for the model and for its averaged weights)."""
     ACTIVITY.enter("validation")
+    before = np.asarray(recorder.val_sums() + recorder.val_top5_sums(), dtype=np.float64)
     for count in range(model.data.n_batch_val):
         start = time.perf_counter()
         model.val_iter(count, recorder)
         recorder.first_validation_call(time.perf_counter() - start)
         ACTIVITY.progress()
-    loss_sum, err_sum, n, top5_sum, n_top5 = allreduce_sums(comm, recorder.val_sums() + recorder.val_top5_sums())
+    sums = np.asarray(recorder.val_sums() + recorder.val_top5_sums(), dtype=np.float64) - before
+    loss_sum, err_sum, n, top5_sum, n_top5 = allreduce_sums(comm, sums.tolist())
     if n == 0:
         return {"val_loss": float("nan"), "val_error": float("nan"), "val_accuracy": float("nan"), "val_samples": 0}
     metrics = {
@@ -114,10 +117,11 @@ class Progress:
         elapsed = now - self.start
         eta = self.eta_s(epoch, elapsed)
         rate = metrics.get("train_samples", 0) / epoch_s if epoch_s > 0 else float("nan")
+        ema = f" (ema {100 * metrics['ema_val_accuracy']:.2f}%)" if "ema_val_accuracy" in metrics else ""
         log.info(
-            "epoch %d/%d  train loss %.4f err %.2f%%  val loss %.4f acc %.2f%%  %.0f samples/s  ETA %s",
+            "epoch %d/%d  train loss %.4f err %.2f%%  val loss %.4f acc %.2f%%%s  %.0f samples/s  ETA %s",
             epoch + 1, self.n_epochs, metrics["train_loss_all"], 100 * metrics["train_error_all"],
-            metrics["val_loss"], 100 * metrics["val_accuracy"], rate, format_duration(eta),
+            metrics["val_loss"], 100 * metrics["val_accuracy"], ema, rate, format_duration(eta),
         )
         return {"epoch_s": epoch_s, "samples_per_s": rate, "elapsed_s": elapsed}
 
@@ -139,11 +143,26 @@ def load_final_params(run_dir: Path) -> list[np.ndarray]:
         return [data[k] for k in sorted(data.files)]
 
 
-def epoch_metrics(model: Any, recorder: Recorder, comm: Any, epoch: int, progress: Progress | None) -> dict[str, Any]:
+def learning_rate_record(model: Any) -> dict[str, float]:
+    """``{"lr": the rate of the model's last step}`` for an epoch's record, where the model says it
+    (``learning_rate()``: the classifier bases, Theano-MPI's ``shared_lr``); else ``{}``."""
+    learning_rate = getattr(model, "learning_rate", None)
+    lr = learning_rate() if callable(learning_rate) else None
+    return {"lr": lr} if lr is not None else {}
+
+
+def epoch_metrics(model: Any, recorder: Recorder, comm: Any, epoch: int, progress: Progress | None,
+                  averaged: Callable[[], Any] | None = None) -> dict[str, Any]:
     """One epoch's record: training metrics and validation (both over ``comm``'s ranks) and, where
-    ``progress`` is given (the rank that prints), the progress line's timings."""
-    metrics: dict[str, Any] = train_metrics(recorder, comm)
+    ``progress`` is given (the rank that prints), the progress line's timings. ``averaged`` (AVERAGE_WEIGHTS=ema)
+    gives a context manager that puts the averaged weights in the model: they are validated too, as ``ema_val_*``."""
+    metrics: dict[str, Any] = {**train_metrics(recorder, comm), **learning_rate_record(model)}
     metrics.update(validate(model, recorder, comm))
+    in_model = averaged() if averaged is not None else None
+    if in_model is not None:
+        with in_model:
+            ema = validate(model, recorder, comm)
+        metrics.update({f"ema_{key}": value for key, value in ema.items() if key != "val_samples"})
     if progress is not None:
         ACTIVITY.enter("the epoch's records")
         metrics.update(progress.epoch_done(epoch, metrics))
@@ -166,12 +185,17 @@ def end_session(model: Any, recorder: Recorder, run_dir: Path | str | None, summ
         assert run_dir is not None, "end_session: the final model needs run_dir"
         last = recorder.epochs[-1] if recorder.epochs else {}  # none: a resumed session with nothing to train
         path = save_final_params(model.params, run_dir)
+        averaged = {"final_model": "ema", "final_ema_val_accuracy": last["ema_val_accuracy"],
+                    "final_ema_val_loss": last.get("ema_val_loss")} if "ema_val_accuracy" in last else {}
         recorder.write_summary({
             "epochs": len(recorder.epochs), "final_val_accuracy": last.get("val_accuracy"),
             "final_val_loss": last.get("val_loss"), "final_params": str(path), "wall_s": last.get("elapsed_s"),
-            **summary,
+            **averaged, **summary,
         }, plots=plots)
-        if last:
+        if averaged:
+            log.info("final validation accuracy: %.2f%% (averaged weights, the final model: %.2f%%)",
+                     100 * last["val_accuracy"], 100 * last["ema_val_accuracy"])
+        elif last:
             log.info("final validation accuracy: %.2f%%", 100 * last["val_accuracy"])
     elif summary is not None:
         recorder.write_summary(summary, plots=plots)

@@ -59,6 +59,7 @@ class WorkerLoop(Generic[OptionsT]):
         self.fused: FusedParams = built.fused
         self.recorder: Recorder = built.recorder
         self.n_epochs = built.n_epochs
+        self.average = built.average  # AVERAGE_WEIGHTS=ema: the worker's moving average (None when off)
         self.iteration = 0
         self.epoch = 0
         self.start_epoch = 0
@@ -74,6 +75,8 @@ class WorkerLoop(Generic[OptionsT]):
         if self.options.resume:
             self.start_epoch = self.restore(self.options.resume)
         self.start_rule()
+        if self.average is not None:
+            self.average.begin()
 
     def start_rule(self) -> None:
         """Rule hook, the last step before training: agreement checks, the common start, the rule's state."""
@@ -110,6 +113,8 @@ class WorkerLoop(Generic[OptionsT]):
                     raise ContractError(f"RESUME={path!r}: {what}[{i}] has shape {np.shape(value)} in the checkpoint, "
                                         f"{np.shape(current)} in the model")
                 assign(var, np.asarray(value, dtype=getattr(current, "dtype", None)))
+        if self.average is not None and payload.get("worker_average"):
+            self.average.load(payload["worker_average"][slot])
         self.iteration = int(payload["iteration"])
         self.recorder.iteration = self.iteration
         if self.comm.rank == 0:
@@ -119,7 +124,7 @@ class WorkerLoop(Generic[OptionsT]):
     def save_checkpoint(self, epoch: int) -> None:
         """Collective: worker 0 writes every worker's params and state after ``epoch``."""
         mine = ([host_copy(p) for p in self.model.params], [host_copy(v) for v in self.state_vars()],
-                self.rule_state())
+                self.rule_state(), self.average.state() if self.average is not None else None)
         with ACTIVITY.waiting("gathering a checkpoint"):
             gathered = self.comm.gather(mine, root=0)
         if self.comm.rank == 0:
@@ -129,6 +134,7 @@ class WorkerLoop(Generic[OptionsT]):
                 "seed": self.options.seed,
                 "worker_params": [g[0] for g in gathered], "worker_state": [g[1] for g in gathered],
                 "worker_rule_state": [g[2] for g in gathered],
+                **({"worker_average": [g[3] for g in gathered]} if self.average is not None else {}),
             })
             log.info("checkpoint: %s", path)
 
@@ -151,6 +157,23 @@ class WorkerLoop(Generic[OptionsT]):
 
     def end_of_epoch(self, epoch: int) -> None:
         """After the epoch's last step, before validation."""
+
+    # averaged weights (AVERAGE_WEIGHTS=ema) ----------------------------------------------
+    def update_average(self) -> None:
+        """After every step: fold the model into the worker's average (a step of N workers' batches). Rules whose
+        average is kept elsewhere, or at other times, override it."""
+        if self.average is not None:
+            self.average.update(self.comm.size, self.epoch)
+
+    def averaged_model(self) -> Any:
+        """A context manager that puts the averaged model in place of the model's own (to validate it), or None when
+        AVERAGE_WEIGHTS is off."""
+        return self.average.in_model(self.comm) if self.average is not None else None
+
+    def adopt_average(self) -> None:
+        """Before the final model is saved: the averaged weights become the model's (AVERAGE_WEIGHTS=ema)."""
+        if self.average is not None:
+            self.average.adopt()
 
     def before_checkpoint(self, epoch: int) -> None:
         """Collective, before a checkpoint is saved: e.g. receive the messages still in flight."""
@@ -185,6 +208,7 @@ class WorkerLoop(Generic[OptionsT]):
         try:
             for count in range(n_steps):
                 self.step(count)
+                self.update_average()
                 ACTIVITY.progress()
                 self.recorder.end_iteration()
                 self.iteration += 1
@@ -214,7 +238,8 @@ class WorkerLoop(Generic[OptionsT]):
             self.end_of_epoch(epoch)
             if callable(getattr(self.model, "sync_state", None)):
                 self.model.sync_state(self.comm)
-            self.recorder.end_epoch(epoch, epoch_metrics(self.model, self.recorder, self.comm, epoch, progress))
+            metrics = epoch_metrics(self.model, self.recorder, self.comm, epoch, progress, self.averaged_model)
+            self.recorder.end_epoch(epoch, metrics)
             if every and (epoch + 1) % every == 0:
                 self.before_checkpoint(epoch)
                 self.save_checkpoint(epoch)
@@ -227,6 +252,7 @@ class WorkerLoop(Generic[OptionsT]):
         final model and ``summary.json``; every worker closes its recorder and cleans its model up."""
         ACTIVITY.enter("finishing")
         self.finish()
+        self.adopt_average()
         with ACTIVITY.waiting("gathering the workers' records"):
             per_worker = self.comm.gather(self.worker_record(), root=0)
         summary = None

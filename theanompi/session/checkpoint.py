@@ -241,10 +241,18 @@ def load_newest_intact(path) -> tuple[Path, dict]:
     raise errors[0][1]
 
 
+def _unflatten(flat: Any, like: list[np.ndarray]) -> list[np.ndarray]:
+    """A flat buffer split and shaped like the arrays ``like`` (their dtypes too)."""
+    flat = np.asarray(flat).ravel()
+    bounds = np.cumsum([0] + [p.size for p in like])
+    return [flat[a:b].reshape(p.shape).astype(p.dtype) for a, b, p in zip(bounds, bounds[1:], like)]
+
+
 def final_params(payload: dict) -> list[np.ndarray]:
     """The model a session ends with at this checkpoint: EASGD's centre; GOSGD's consensus (the workers'
     parameters weighted by their gossip weights); else worker 0's parameters (BSP's and ASGD's workers all
-    hold the same ones at an epoch's end).
+    hold the same ones at an epoch's end). With averaged weights (AVERAGE_WEIGHTS=ema) the same of the averages:
+    ``average`` (EASGD's centre's, ASGD's table's), else each worker's ``worker_average``.
 
     Example
     -------
@@ -253,13 +261,18 @@ def final_params(payload: dict) -> list[np.ndarray]:
     >>> final_params(payload)[0].tolist(), final_params({"worker_params": [[np.zeros((1, 2))]],
     ...                                                  "centre": np.array([3.0, 4.0])})[0].tolist()
     ([0.75, 0.75], [[3.0, 4.0]])
+    >>> final_params({**payload, "worker_average": [{"params": np.full(2, 4.0)}, {"params": np.zeros(2)}]})[0].tolist()
+    [1.0, 1.0]
     """
     workers = [[np.asarray(p) for p in params] for params in payload["worker_params"]]
     first = workers[0]
-    if "centre" in payload:
-        centre = np.asarray(payload["centre"]).ravel()
-        bounds = np.cumsum([0] + [p.size for p in first])
-        return [centre[a:b].reshape(p.shape).astype(p.dtype) for a, b, p in zip(bounds, bounds[1:], first)]
+    for key in ("average", "centre"):
+        if key in payload:
+            return _unflatten(payload[key], first)
+    averages = payload.get("worker_average") or []
+    if len(averages) == len(workers) and all(isinstance(a, dict) and a.get("params") is not None for a in averages):
+        workers = [_unflatten(a["params"], first) for a in averages]
+        first = workers[0]
     states = payload.get("worker_rule_state") or []
     weights = [float(s["weight"]) for s in states if isinstance(s, dict) and isinstance(s.get("weight"), float | int)]
     if len(weights) != len(workers) or not sum(weights) > 0:

@@ -113,51 +113,69 @@ class PSClient:
         self._acks(self.servers)
         return TableRef(table_id, num_row, num_col, dtype, P.shard_bounds(num_row, len(self.servers)))
 
-    def _write(self, op: int, table: TableRef, data, rows=None, ack: bool = True) -> None:
+    def _write(self, op: int, table: TableRef, data, rows=None, ack: bool = True, flags: int = 0,
+               extra: tuple[int, ...] = ()) -> None:
         self._check_open()
         data = np.asarray(data)
         n = table.num_row if rows is None else len(np.asarray(rows).ravel())
         if data.size != n * table.num_col:
             raise ValueError(f"table {table.table_id}: got {data.size} values for {n} rows of {table.num_col}")
         data = np.ascontiguousarray(data.reshape(n, table.num_col), dtype=table.dtype)
-        flags = P.FLAG_ACK if ack else 0
+        flags |= P.FLAG_ACK if ack else 0
         parts = self._split_rows(table, rows)
         for srv, local, pos in parts:
             n_rows = -1 if local is None else len(local)
             version = table.versions.get(srv, 0)  # what this server's shard was at this client's last read
-            self.comm.Send(P.header(op, table.table_id, n_rows, version, flags), dest=srv, tag=P.TAG_REQUEST)
+            self.comm.Send(P.header(op, table.table_id, n_rows, version, flags, *extra), dest=srv, tag=P.TAG_REQUEST)
             if local is not None:
                 self.comm.Send(np.ascontiguousarray(local), dest=srv, tag=P.TAG_PAYLOAD)
             self.comm.Send(np.ascontiguousarray(data[pos]), dest=srv, tag=P.TAG_PAYLOAD)
         if ack:
             self._acks([srv for srv, _, _ in parts])
 
-    def set(self, table: TableRef, data, rows=None) -> None:
-        """Overwrite values (acknowledged): master initialisation."""
-        self._write(P.SET, table, data, rows, ack=True)
+    def set(self, table: TableRef, data, rows=None, average: bool = False) -> None:
+        """Overwrite values (acknowledged): master initialisation; ``average=True``: the table's moving average."""
+        self._write(P.SET, table, data, rows, ack=True, flags=P.FLAG_AVERAGE if average else 0)
 
-    def add(self, table: TableRef, delta, rows=None, sync: bool = False) -> None:
-        """Push a delta through the table's updater; ``sync=True`` waits until it is applied."""
-        self._write(P.ADD, table, delta, rows, ack=sync)
+    def add(self, table: TableRef, delta, rows=None, sync: bool = False, lr: float | None = None,
+            decay: float | None = None) -> None:
+        """Push a delta through the table's updater; ``sync=True`` waits until it is applied. ``lr``: the learning
+        rate of this add (a scheduled one; default the table's); ``decay``: fold the new values into the table's
+        moving average with this decay."""
+        flags = (P.FLAG_LR if lr is not None else 0) | (P.FLAG_AVERAGE if decay is not None else 0)
+        extra = (P.float_bits(lr if lr is not None else 0.0), P.float_bits(decay if decay is not None else 0.0))
+        self._write(P.ADD, table, delta, rows, ack=sync, flags=flags, extra=extra)
 
-    def get(self, table: TableRef, rows=None) -> np.ndarray:
-        """The table's values (all rows, or ``rows`` in the order given)."""
+    def clock(self, value: int) -> None:
+        """Tell every server this client's clock (steps this epoch; P.CLOCK_IDLE: it finished them, so it holds
+        nobody back): bounded staleness."""
+        self._check_open()
+        for srv in self.servers:
+            self.comm.Send(P.header(P.CLOCK, 0, -1, 0, 0, value), dest=srv, tag=P.TAG_REQUEST)
+
+    def get(self, table: TableRef, rows=None, clock: int | None = None, average: bool = False) -> np.ndarray:
+        """The table's values (all rows, or ``rows`` in the order given); ``average=True``: its moving average.
+        ``clock`` (this client's steps this epoch) lets a server with bounded staleness hold the answer until the
+        slowest client is close enough."""
         self._check_open()
         parts = self._split_rows(table, rows)
         n = table.num_row if rows is None else len(np.asarray(rows).ravel())
         out = np.empty((n, table.num_col), dtype=table.dtype)
+        flags = (P.FLAG_CLOCK if clock is not None else 0) | (P.FLAG_AVERAGE if average else 0)
         for srv, local, _ in parts:
             n_rows = -1 if local is None else len(local)
-            self.comm.Send(P.header(P.GET, table.table_id, n_rows), dest=srv, tag=P.TAG_REQUEST)
+            self.comm.Send(P.header(P.GET, table.table_id, n_rows, 0, flags, clock or 0), dest=srv,
+                           tag=P.TAG_REQUEST)
             if local is not None:
                 self.comm.Send(np.ascontiguousarray(local), dest=srv, tag=P.TAG_PAYLOAD)
         errors = []
         for srv, _local, pos in parts:
-            head, err = self._reply_header(srv)
+            head, err = self._reply_header(srv, patient=clock is not None)
             if err:
                 errors.append(err)
                 continue
-            table.versions[srv] = int(head[3])
+            if not average:
+                table.versions[srv] = int(head[3])
             buf = np.empty((int(head[2]), table.num_col), dtype=table.dtype)
             self.comm.Recv(buf, source=srv, tag=P.TAG_REPLY)
             out[pos] = buf

@@ -23,12 +23,19 @@ TAG_REQUEST, TAG_PAYLOAD, TAG_REPLY = 7001, 7002, 7003
 HEADER_LEN = 8
 
 # operations
-CREATE, SET, ADD, GET, STATS, DONE, BARRIER = range(1, 8)
+CREATE, SET, ADD, GET, STATS, DONE, BARRIER, CLOCK = range(1, 9)
 # reply status
 OK, ERROR = 0, 1
 # header flags
 FLAG_ACK = 1  # the client waits for an acknowledgement (add(..., sync=True), set, create; DONE: when all are done)
-
+FLAG_LR = 2  # ADD: slot LR_SLOT holds the learning rate of this add (a scheduled ASGD_LR), as float64 bits
+FLAG_AVERAGE = 4  # ADD: slot DECAY_SLOT holds the decay of the table's moving average for this add (float64 bits);
+#                   GET / SET: the table's moving average, not its values
+FLAG_CLOCK = 8  # GET: slot CLOCK_SLOT holds the client's clock (steps this epoch), for bounded staleness
+#: header slots after [op, table, n_rows, version, flags]; CLOCK's header is [CLOCK, 0, -1, 0, 0, clock]
+LR_SLOT, DECAY_SLOT, CLOCK_SLOT = 5, 6, 5
+#: a clock that never holds anybody back: the client finished its epoch's steps
+CLOCK_IDLE = -1
 #: a table's dtype, updater and staleness handling travel as their index in DTYPES, in
 #: theanompi.comm.ps.updaters.UPDATERS and in theanompi.comm.ps.staleness.STALENESS_MODES; CREATE's header is
 #: [CREATE, table, num_row, num_col, dtype, updater, staleness], its payload [lr, momentum, eps, dc_lambda] (HYPER)
@@ -42,6 +49,20 @@ def header(op: int, table: int = 0, n_rows: int = -1, version: int = 0, flags: i
     values = (op, table, n_rows, version, flags) + tuple(extra)
     h[: len(values)] = values
     return h
+
+
+def float_bits(value: float) -> int:
+    """A float64 as the int64 of its bits (for a header slot).
+
+    >>> bits_float(float_bits(0.015625))
+    0.015625
+    """
+    return int(np.float64(value).view(np.int64))
+
+
+def bits_float(bits: int) -> float:
+    """The float64 whose bits ``bits`` holds (:func:`float_bits`)."""
+    return float(np.int64(bits).view(np.float64))
 
 
 def shard_bounds(num_row: int, n_servers: int) -> list[tuple[int, int]]:

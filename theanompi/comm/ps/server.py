@@ -19,6 +19,14 @@ others wait in a barrier, or clients all blocked in barriers and sync gets that
 can never match, get error replies naming who waits for what (no hang). A DONE
 with FLAG_ACK is answered once every client has sent DONE (a collective shutdown).
 
+Bounded staleness (async, ``max_staleness`` > 0: ASGD_MAX_STALENESS): a get may carry its client's clock, the
+steps it made this epoch; a get whose clock is more than ``max_staleness`` ahead of the slowest other client's is
+answered only once the others have caught up (Ho et al. 2013's stale synchronous parallel). A client that finished
+its epoch's steps says so (CLOCK with CLOCK_IDLE) and holds nobody back; so does one that is done or lost.
+
+Averages: an add may carry the decay of the table's moving average (AVERAGE_WEIGHTS=ema), which the shard then
+folds the new values into; a get or set flagged FLAG_AVERAGE reads or writes that average.
+
 Staleness: every get reply carries the shard's version (number of writes applied);
 an add carries the version its sender last read of that shard; staleness = versions
 applied in between. A table's staleness handling (:mod:`theanompi.comm.ps.staleness`:
@@ -55,8 +63,14 @@ class ProtocolError(TheanoMPIError):
 
 class TableServer:
     def __init__(self, comm, clients: list[int], server_index: int, n_servers: int, sync: bool,
-                 tolerate_lost_clients: bool = False):
+                 tolerate_lost_clients: bool = False, max_staleness: int = 0):
         self.comm = comm
+        # bounded staleness (async): a get whose clock runs more than max_staleness ahead of the slowest client's
+        # waits in `held` (client -> shard and rows) until the others catch up (0: never)
+        self.max_staleness = max_staleness
+        # client -> steps of this epoch at its last get (absent: idle); every client starts at 0
+        self.clocks: dict[int, int] = {c: 0 for c in clients} if max_staleness else {}
+        self.held: dict[int, tuple[TableShard, object]] = {}
         self.tolerate_lost_clients = tolerate_lost_clients  # async ASGD with ON_WORKER_LOSS=continue
         self.clients = list(clients)
         self.server_index, self.n_servers = server_index, n_servers
@@ -101,18 +115,28 @@ class TableServer:
                 self._settle_collectives()
             elif op == P.STATS:
                 self.comm.send(self.stats(), dest=source, tag=P.TAG_REPLY)
+            elif op == P.CLOCK:
+                self._clock(source, int(head[P.CLOCK_SLOT]))
             else:
                 shard = self.tables.get(table_id)
                 rows = self._recv_rows(source, n_rows)
                 if op in (P.SET, P.ADD):
                     data = self._recv_payload(source, shard, rows)
                     assert shard is not None  # _recv_payload refused a missing table
-                    self._write(shard, op, source, rows, data, version)
+                    self._write(shard, op, source, rows, data, version, head)
                     if flags & P.FLAG_ACK:
                         self._reply(source, P.header(P.OK, table_id, 0, shard.version))
                 elif op == P.GET:
                     if shard is None:
                         raise ProtocolError(f"table {table_id} does not exist")
+                    if flags & P.FLAG_AVERAGE:
+                        self._send_average(shard, source, rows)
+                        return
+                    if flags & P.FLAG_CLOCK and self.max_staleness and not self.sync:
+                        self._clock(source, int(head[P.CLOCK_SLOT]))
+                        if self._ahead(source):
+                            self.held[source] = (shard, rows)
+                            return
                     self._get(shard, source, n_rows, rows)
                     if self.sync:
                         self._settle_collectives()
@@ -161,12 +185,46 @@ class TableServer:
             raise ProtocolError(f"table {shard.table_id}: payload of {raw.size} bytes, expected {expected}")
         return raw.view(shard.dtype).reshape(-1, shard.num_col)
 
-    def _write(self, shard: TableShard, op: int, source: int, rows, data, base_version: int) -> None:
-        if op == P.SET:
+    def _write(self, shard: TableShard, op: int, source: int, rows, data, base_version: int,
+               head: np.ndarray) -> None:
+        flags = int(head[4])
+        if op == P.SET and flags & P.FLAG_AVERAGE:
+            shard.set_average(rows, data)
+        elif op == P.SET:
             shard.set(rows, data)
         else:
-            self.staleness[source].append(shard.add(source, rows, data, base_version))
+            lr = P.bits_float(int(head[P.LR_SLOT])) if flags & P.FLAG_LR else None
+            decay = P.bits_float(int(head[P.DECAY_SLOT])) if flags & P.FLAG_AVERAGE else None
+            self.staleness[source].append(shard.add(source, rows, data, base_version, lr=lr, decay=decay))
             self.adds[source] += 1
+
+    def _send_average(self, shard: TableShard, client: int, rows) -> None:
+        data = shard.pulled_average(rows)
+        self._reply(client, P.header(P.OK, shard.table_id, data.shape[0], shard.version))
+        self.comm.Send(data, dest=client, tag=P.TAG_REPLY)
+
+    # ----- bounded staleness (ASGD_MAX_STALENESS) -----------------------------------------
+    def _clock(self, client: int, clock: int) -> None:
+        """``client``'s clock (steps this epoch; CLOCK_IDLE: it finished them); answer the gets it releases."""
+        if clock == P.CLOCK_IDLE:
+            self.clocks.pop(client, None)
+        else:
+            self.clocks[client] = clock
+        self._release_held()
+
+    def _ahead(self, client: int) -> bool:
+        """Whether ``client``'s clock is more than max_staleness steps ahead of the slowest other active client
+        that is still stepping."""
+        others = [c for c, clock in self.clocks.items() if c != client and c in self.active]
+        return bool(others) and self.clocks[client] > min(self.clocks[c] for c in others) + self.max_staleness
+
+    def _release_held(self) -> None:
+        for client in sorted(self.held):
+            if client not in self.active:
+                del self.held[client]
+            elif not self._ahead(client):
+                shard, rows = self.held.pop(client)
+                self._send_values(shard, client, rows)
 
     def _get(self, shard: TableShard, source: int, n_rows: int, rows) -> None:
         if not self.sync:
@@ -209,11 +267,15 @@ class TableServer:
         for client in acknowledge_failures(self.comm):
             if client in self.active:
                 self.active.discard(client)
+                self.clocks.pop(client, None)
+                self._release_held()
                 log.warning("parameter server %d: client rank %d was lost; serving the others",
                             self.server_index, client)
 
     def _done(self, source: int, wants_reply: bool = False) -> None:
         self.active.discard(source)
+        self.clocks.pop(source, None)
+        self._release_held()
         if wants_reply:
             self.awaiting_shutdown.append(source)
         for shard in self.tables.values():

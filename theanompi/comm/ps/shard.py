@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from theanompi.comm.params_ema import ema_step
 from theanompi.comm.ps.staleness import make_staleness
 from theanompi.comm.ps.updaters import make_updater
 
@@ -48,6 +49,7 @@ class TableShard:
     updater: Any = None
     staleness: Any = None
     backups: dict = field(default_factory=dict)  # client -> the values it last pulled (staleness.needs_backup)
+    average: Any = None  # the rows' moving average (float64; AVERAGE_WEIGHTS=ema), once an add or a set asked for it
     gets: dict = field(default_factory=dict)  # client -> gets answered (sync rounds)
     waiting: dict = field(default_factory=dict)  # client -> (n_rows, local rows) of a pending sync get
 
@@ -78,16 +80,38 @@ class TableShard:
         self.values[slice(None) if rows is None else rows] = data
         self.version += 1
 
-    def add(self, client: int, rows, push: np.ndarray, base_version: int) -> int:
-        """Apply ``client``'s push, computed on this shard's version ``base_version``; returns its staleness
-        (the writes applied since), by which the staleness handling adjusted it."""
+    def add(self, client: int, rows, push: np.ndarray, base_version: int, lr: float | None = None,
+            decay: float | None = None) -> int:
+        """Apply ``client``'s push, computed on this shard's version ``base_version``, at learning rate ``lr`` (the
+        updater's own when None); with ``decay``, fold the new values into the moving average. Returns the push's
+        staleness (the writes applied since), by which the staleness handling adjusted it."""
         staleness = self.version - base_version
         where = slice(None) if rows is None else rows
         backup = self.backups.get(client)
         drift = None if backup is None else self.values[where] - backup[where]
-        self.updater.apply(self.values, self.staleness.adjust(push, where, staleness, drift), rows)
+        self.updater.apply(self.values, self.staleness.adjust(push, where, staleness, drift), rows, lr=lr)
+        if decay is not None:
+            self.fold_into_average(where, decay)
         self.version += 1
         return staleness
+
+    def fold_into_average(self, where, decay: float) -> None:
+        """``average <- decay * average + (1 - decay) * values`` on the addressed rows (it starts at the values)."""
+        if self.average is None:
+            self.average = self.values.astype(np.float64)
+            return
+        self.average[where] = ema_step(self.average[where], self.values[where], decay)
+
+    def set_average(self, rows, data: np.ndarray) -> None:
+        """Overwrite the moving average of the addressed rows (a session's start, or a resumed checkpoint's)."""
+        if self.average is None:
+            self.average = self.values.astype(np.float64)
+        self.average[slice(None) if rows is None else rows] = data
+
+    def pulled_average(self, rows) -> np.ndarray:
+        """The moving average of the addressed rows in the table's dtype (the values where there is none yet)."""
+        source = self.values if self.average is None else self.average
+        return np.ascontiguousarray(source[slice(None) if rows is None else rows], dtype=self.dtype)
 
     def pulled(self, client: int, rows) -> np.ndarray:
         """The addressed rows for ``client``'s get (remembered as what it computes on, where needed)."""

@@ -7,6 +7,9 @@
 | momentum   | v <- mu * v + d;  w <- w - lr * v                         |
 | adagrad    | h <- h + d**2;    w <- w - lr * d / (sqrt(h) + eps)       |
 
+``lr`` is the table's (ASGD_LR), or the one an add brings (ASGD_LR on the session's LR_SCHEDULE, computed by
+the pushing worker for its own progress: :meth:`Updater.apply`'s ``lr``).
+
 Example
 -------
 >>> import numpy as np
@@ -32,23 +35,24 @@ class Updater:
         self.shape, self.dtype = tuple(shape), np.dtype(dtype)
         self.lr, self.momentum, self.eps = lr, momentum, eps
 
-    def step(self, values: np.ndarray, delta: np.ndarray, rows) -> np.ndarray:
-        """New values of the addressed rows (``rows`` is a slice or an index array)."""
+    def step(self, values: np.ndarray, delta: np.ndarray, rows, lr: float) -> np.ndarray:
+        """New values of the addressed rows (``rows`` is a slice or an index array) at learning rate ``lr``."""
         raise NotImplementedError
 
-    def apply(self, table: np.ndarray, delta: np.ndarray, rows=None) -> None:
+    def apply(self, table: np.ndarray, delta: np.ndarray, rows=None, lr: float | None = None) -> None:
+        """Apply ``delta`` to the addressed rows, at learning rate ``lr`` (a scheduled one), else the table's."""
         rows = slice(None) if rows is None else rows
-        table[rows] = self.step(table[rows], delta, rows)
+        table[rows] = self.step(table[rows], delta, rows, self.lr if lr is None else lr)
 
 
 class AddUpdater(Updater):
-    def step(self, values, delta, rows):
+    def step(self, values, delta, rows, lr):
         return values + delta
 
 
 class SGDUpdater(Updater):
-    def step(self, values, delta, rows):
-        return values - self.lr * delta
+    def step(self, values, delta, rows, lr):
+        return values - lr * delta
 
 
 class MomentumUpdater(Updater):
@@ -56,10 +60,10 @@ class MomentumUpdater(Updater):
         super().__init__(shape, dtype, **kw)
         self.velocity = np.zeros(self.shape, self.dtype)
 
-    def step(self, values, delta, rows):
+    def step(self, values, delta, rows, lr):
         v = self.momentum * self.velocity[rows] + delta
         self.velocity[rows] = v
-        return values - self.lr * v
+        return values - lr * v
 
 
 class AdagradUpdater(Updater):
@@ -67,10 +71,10 @@ class AdagradUpdater(Updater):
         super().__init__(shape, dtype, **kw)
         self.sum_sq = np.zeros(self.shape, self.dtype)
 
-    def step(self, values, delta, rows):
+    def step(self, values, delta, rows, lr):
         h = self.sum_sq[rows] + delta * delta
         self.sum_sq[rows] = h
-        return values - self.lr * delta / (np.sqrt(h) + self.eps)
+        return values - lr * delta / (np.sqrt(h) + self.eps)
 
 
 _CLASSES = {"add": AddUpdater, "sgd": SGDUpdater, "momentum": MomentumUpdater, "adagrad": AdagradUpdater}

@@ -53,7 +53,9 @@ Validation
     the global epoch, and logs one line (train loss of the workers' steps,
     validation loss/accuracy of the centre, samples/s, ETA).
 Results
-    The centre is the session's final model: ``RUN_DIR/final_params.npz``.
+    The centre is the session's final model: ``RUN_DIR/final_params.npz``; with ``AVERAGE_WEIGHTS=ema`` the
+    server keeps the centre's moving average (after every exchange), validates it beside the centre, checkpoints
+    it and saves it as the final model.
     The server writes ``epochs.jsonl`` (per global epoch), ``iterations.jsonl``
     (one row per exchange served: ``calc`` = elastic update and validation,
     ``comm`` = receive/send, ``wait`` = idle polling) and ``summary.json``

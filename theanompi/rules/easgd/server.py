@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ import numpy as np
 from theanompi.comm.exchange.cudampi import MPIStaging
 from theanompi.comm.fault_tolerance import acknowledge_failures, is_process_failure
 from theanompi.comm.fused_params import FusedParams
+from theanompi.comm.params_ema import ParamsEMA
 from theanompi.core.errors import ContractError
 from theanompi.core.polling import Backoff
 from theanompi.core.session_options import EASGDOptions
@@ -161,6 +163,8 @@ class ServerStart:
     shard_batches: list[int]
     ledger: StepLedger
     epochs_done: int
+    #: AVERAGE_WEIGHTS=ema: the centre's moving average (None when off)
+    average: ParamsEMA | None = None
 
 
 def build_validator(ctx: RankContext) -> BuiltWorker:
@@ -197,7 +201,23 @@ def take_start(connection: Connection, built: BuiltWorker, options: EASGDOptions
         done, epochs_done = restore_centre(options.resume, centre, target)
         built.recorder.iteration = done
     ledger = StepLedger(len(shard_batches), options.tau, target, done=done)
-    return ServerStart(centre=centre, shard_batches=shard_batches, ledger=ledger, epochs_done=epochs_done)
+    return ServerStart(centre=centre, shard_batches=shard_batches, ledger=ledger, epochs_done=epochs_done,
+                       average=start_average(options, centre))
+
+
+def start_average(options: EASGDOptions, centre: np.ndarray) -> ParamsEMA | None:
+    """AVERAGE_WEIGHTS=ema: the centre's moving average, starting at the centre (or a resumed checkpoint's
+    average); None when off."""
+    if options.average_weights != "ema":
+        return None
+    average = ParamsEMA(options.ema_decay, options.ema_start_epoch)
+    payload = load_checkpoint(options.resume) if options.resume else {}
+    saved = payload.get("average")
+    if saved is not None and np.size(saved) != centre.size:
+        raise ContractError(f"RESUME={options.resume!r}: the checkpoint's average has {np.size(saved)} values, "
+                            f"the model {centre.size}")
+    average.load(np.ravel(saved) if saved is not None else centre, int(payload.get("average_seen", 0)))
+    return average
 
 
 def restore_centre(path: str, centre: np.ndarray, target: int) -> tuple[int, int]:
@@ -245,6 +265,7 @@ class EASGDServer:
         # the elastic average and the steps
         self.alpha = built.fused.dtype.type(options.alpha)
         self.centre = start.centre
+        self.average = start.average
         self.buffers = buffers
         self.ledger = start.ledger
         self.shard_batches = start.shard_batches
@@ -319,6 +340,8 @@ class EASGDServer:
             return
         with rec.timer("calc"):
             delta = elastic_step(self.centre, buffers.incoming, self.alpha, out=buffers.deltas[k])
+            if self.average is not None:  # the centre moved after the worker's reported steps
+                self.average.update(self.centre, int(buffers.report[0]), self.epochs_done)
             grant = self.ledger.report(k, int(buffers.report[0]))
             send_state = grant == 0 or self.snapshots.wants(k)  # a stopping worker always leaves its state
             buffers.replies[k][:] = (grant, send_state)
@@ -402,11 +425,23 @@ class EASGDServer:
         rec = self.recorder
         with rec.timer("calc"):
             self.fused.write(self.centre)
-            metrics = epoch_metrics(self.model, rec, self.validation_comm, epoch, self.progress)
+            metrics = epoch_metrics(self.model, rec, self.validation_comm, epoch, self.progress,
+                                    self._average_in_model if self.average is not None else None)
         metrics.update(iterations=self.ledger.reported, exchanges=sum(self.tallies.exchanges))
+        metrics.pop("lr", None)  # the validating model's, which never trains
         rec.end_epoch(epoch, metrics)
         if self.options.checkpoint_every and (epoch + 1) % self.options.checkpoint_every == 0:
             self.request_checkpoint(epoch)
+
+    @contextmanager
+    def _average_in_model(self) -> Iterator[None]:
+        """The centre's average in the validating model inside the block (AVERAGE_WEIGHTS=ema), the centre after."""
+        assert self.average is not None
+        self.fused.write(self.average.values)
+        try:
+            yield
+        finally:
+            self.fused.write(self.centre)
 
     # checkpoints --------------------------------------------------------------------------
     def request_checkpoint(self, epoch: int) -> None:
@@ -428,6 +463,8 @@ class EASGDServer:
             "worker_params": [[v.copy() for v in self.fused.layout.views(np.asarray(s.params))] for s in rows],
             "worker_state": [list(s.state) for s in rows],
             "worker_iterations": [int(s.steps) for s in rows],
+            **({"average": self.average.host_values(), "average_seen": self.average.seen}
+               if self.average is not None else {}),
         })
         log.info("checkpoint: %s", path)
         self.snapshots.written()
@@ -449,7 +486,7 @@ class EASGDServer:
                 self.end_global_epoch(self.epochs_done)  # validate the centre the session ends with
                 self.epochs_done += 1
         ACTIVITY.enter("finishing")
-        self.fused.write(self.centre)
+        self.fused.write(self.centre if self.average is None else self.average.values)  # the final model
         waits = self.tallies.mean_waits()
         end_session(self.model, self.recorder, self.ctx.spec.run_dir, {
             "rule": RULE_NAME, "workers": self.n_workers, "iterations": ledger.reported,

@@ -37,7 +37,7 @@ from theanompi.rules.easgd.protocol import (
 )
 from theanompi.runtime.model_build import BuiltWorker, build_worker
 from theanompi.runtime.rank_context import RankContext
-from theanompi.runtime.records import end_session
+from theanompi.runtime.records import end_session, learning_rate_record
 from theanompi.runtime.worker_loop import WorkerLoop
 from theanompi.session.recorder import Recorder
 from theanompi.session.watchdog import ACTIVITY
@@ -114,6 +114,9 @@ class EASGDWorker(WorkerLoop[EASGDOptions]):
     def stop_requested(self) -> bool:
         return self.stopped
 
+    def update_average(self) -> None:
+        """Nothing: the server keeps the centre's average (AVERAGE_WEIGHTS=ema)."""
+
     def summary(self) -> dict[str, Any]:
         return {
             "worker": self.worker_index, "iterations": self.iteration, "shard_epochs": len(self.recorder.epochs),
@@ -172,7 +175,8 @@ class EASGDWorker(WorkerLoop[EASGDOptions]):
             # the recorder's sums restart with the epoch: keep what was not reported yet
             self._unreported_train_sums += np.asarray(self.recorder.train_sums()) - self._reported_train_sums
             self._reported_train_sums = np.zeros(3)
-            self.recorder.end_epoch(shard_epoch, {"iterations": self.iteration, "exchanges": self.exchanges})
+            self.recorder.end_epoch(shard_epoch, {"iterations": self.iteration, "exchanges": self.exchanges,
+                                                  **learning_rate_record(self.model)})
             shard_epoch += 1
         ACTIVITY.enter("finishing")
         self.finish()
