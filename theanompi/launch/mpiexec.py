@@ -48,7 +48,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: Environment variables forwarded explicitly (needed for ranks on other hosts).
-FORWARDED_ENV = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "THEANOMPI_CACHE_DIR", "PYTENSOR_FLAGS")
+FORWARDED_ENV = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "THEANOMPI_CACHE_DIR", "PYTENSOR_FLAGS",
+                 "KERAS_BACKEND")  # (every rank of a Keras model runs it on the launcher's Keras backend)
 ROOT_ENV = {
     "OMPI_ALLOW_RUN_AS_ROOT": "1",
     "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
