@@ -323,13 +323,14 @@ class BSPWorker(WorkerLoop[BSPOptions]):
 
     def restore_exchange_state(self, saved: list[dict[str, Any]]) -> None:
         """From a checkpoint's ``worker_rule_state``: theta_outer and its momentum (worker 0's); this worker's
-        compressor state when the checkpoint has as many workers, else the compressor starts afresh."""
+        compressor state when the checkpoint has as many workers and a slot for it, else the compressor starts
+        afresh."""
         if self.outer is not None and saved and "outer_params" in saved[0]:
             self.outer.load_state(saved[0])
         elif self.outer is not None and self.comm.rank == 0:
             log.warning("RESUME: the checkpoint holds no outer optimizer state; theta_outer starts at its params, "
                         "with zero momentum")
-        if len(saved) == self.comm.size:
+        if len(saved) == self.comm.size and self.restored_worker is not None:
             self.compressor.load_state(saved[self.restored_worker])
             return
         if self.comm.rank == 0 and any(key.startswith(self.compressor.name) for key in (saved or [{}])[0]):
