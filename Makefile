@@ -46,6 +46,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/scaling_vs_ddp.py
 	$(BIN)/python benchmarks/torch_bsp_vs_ddp.py
 	$(BIN)/python benchmarks/jax_step_vs_pure_jax.py
+	$(BIN)/python benchmarks/jax_keras_models.py
 	$(BIN)/python benchmarks/device_exchange.py
 	$(BIN)/python benchmarks/theanompi_table.py
 

@@ -24,13 +24,18 @@ INSTALL_REQUIRES = [
 ]
 
 EXTRAS = {
-    # torch and keras run the Multiverso PyTorch/Keras examples in the tests; jax checks the ops' JAX dispatch
+    # torch and keras run the Multiverso PyTorch/Keras examples in the tests; jax checks the ops' JAX dispatch;
+    # flax, optax and keras the JAX and Keras ModelClasses (keras on torch and on jax)
     # import-linter checks the layers of the house (ARCHITECTURE.md); mypy the types
     "test": ["pytest>=9.2", "pytest-timeout>=2.4", "ruff>=0.17.6", "import-linter>=2.17", "mypy>=2.4.1",
-             "torch==2.13.0", "keras>=3.15", "jax>=0.10.2",
+             "torch==2.13.0", "keras>=3.15", "jax>=0.10.2", "flax>=0.12.8", "optax>=0.2.8",
              "mock>=5.2"],  # Lasagne's own test suite imports it (tools/run_lasagne_suite.py)
-    "keras": ["keras>=3.15"],  # theanompi.multiverso.keras_ext.MVCallback (with any Keras backend)
-    "jax": ["jax>=0.10.2"],  # pytensor's JAX mode (CPU here; the [cuda] extra adds the GPU plugin)
+    # theanompi.multiverso.keras_ext.MVCallback (with any Keras backend) and KerasClassifierModel (Keras on torch or
+    # jax: install the [torch] or [jax] extra too)
+    "keras": ["keras>=3.15"],
+    # pytensor's JAX mode (CPU here; the [cuda] extra adds the GPU plugin) and JaxClassifierModel (Flax's nnx; optax
+    # for the plain-JAX reference of benchmarks/jax_keras_models.py). flax 0.12.8 is the newest for Python 3.11.
+    "jax": ["jax>=0.10.2", "flax>=0.12.8", "optax>=0.2.8"],
     # torch 2.13.0 is the CPU build available offline on the dev machines; a looser
     # range would pull the registry's newest CUDA build (several GB).
     "bench": ["torch==2.13.0"],

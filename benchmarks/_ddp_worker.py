@@ -86,6 +86,8 @@ def main() -> None:
     elapsed = comm.allreduce(time.perf_counter() - start, op=MPI.MAX)
     if comm.rank == 0:
         print(json.dumps({"samples_per_s": args.steps * args.batch * comm.size / elapsed}))
+    if dist is not None:  # gloo's threads stopped before the interpreter's teardown (else an abort at exit, seen once)
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -39,16 +39,23 @@ MODELS = {"cnn": "TorchCifarCNN", "resnet20": "TorchResNet20"}
 def ours(model: str, workers: int, batch: int, steps: int, bucket_mb: float, run_dir: Path) -> dict:
     """Samples/s of the second epoch of a BSP-cdd session of ``model`` on ``workers`` CPU ranks, and rank 0's
     exchange and compute milliseconds per step in that epoch."""
+    return bsp_session(str(HERE / "_torch_models.py"), MODELS[model], workers, batch, steps, bucket_mb, run_dir)
+
+
+def bsp_session(modelfile: str, modelclass: str, workers: int, batch: int, steps: int, bucket_mb: float,
+                run_dir: Path) -> dict:
+    """:func:`ours` for any ModelClass with the model options ``train_size`` and ``val_size`` (also
+    benchmarks/jax_keras_models.py's)."""
     from theanompi import BSP
 
     rule = BSP()
-    rule.init(devices=[f"cpu{i}" for i in range(workers)], modelfile=str(HERE / "_torch_models.py"),
-              modelclass=MODELS[model], n_epochs=2, threads=1, log_level="WARNING", run_dir=str(run_dir),
+    rule.init(devices=[f"cpu{i}" for i in range(workers)], modelfile=modelfile,
+              modelclass=modelclass, n_epochs=2, threads=1, log_level="WARNING", run_dir=str(run_dir),
               sync_type="cdd", bucket_mb=bucket_mb, plots=False, tensorboard=False,
               model_options={"batch_size": batch, "train_size": steps * workers * batch,
                              "val_size": 2 * batch * workers, "lr": 0.01})
     if rule.wait() != 0:
-        sys.exit(f"theanompi {model} x{workers} failed: {rule.failure}")
+        sys.exit(f"theanompi {modelclass} x{workers} failed: {rule.failure}")
     second = [json.loads(line) for line in (run_dir / "epochs.jsonl").read_text().splitlines()][1]
     rows = [json.loads(line) for line in (run_dir / "iterations.jsonl").read_text().splitlines()]
     rows = [r for r in rows if r["iteration"] >= steps]  # the second epoch's steps

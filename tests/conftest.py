@@ -200,6 +200,21 @@ def suite_tempdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield path
 
 
+@pytest.fixture(scope="module")
+def hosts() -> Iterator[object]:
+    """host1 and host2: two network namespaces on this machine (tests/assets/netns_hosts.py), made once per test
+    module and removed after it; the module's tests are skipped where namespaces cannot be made."""
+    sys.path.insert(0, str(ASSETS))
+    from netns_hosts import TwoHosts
+
+    try:
+        made = TwoHosts.create()
+    except OSError as err:
+        pytest.skip(f"network namespaces cannot be made here: {err}")
+    yield made
+    made.destroy()
+
+
 @pytest.fixture
 def cfg_dir(tmp_path):
     """A working directory for a session (its runs/ land there)."""

@@ -23,6 +23,12 @@ NOT_IMPORTABLE: set[str] = set()
 # Modules that need an optional package; their examples run when it is installed.
 OPTIONAL_PACKAGE = {
     "theanompi.models.torch_classifier": "torch",
+    "theanompi.comm.array_cell": "jax",
+    "theanompi.models.jax_functional": "jax",
+    "theanompi.models.jax_classifier": "flax",
+    "theanompi.models.keras_classifier": "keras",
+    "theanompi.models.keras_torch": "torch",
+    "theanompi.models.keras_jax": "keras",
     "theanompi.multiverso.keras_ext": "keras",
     "theanompi.multiverso.theano_ext.keras_ext.callbacks": "keras",
 }
@@ -36,6 +42,8 @@ MUST_HAVE_EXAMPLES = ("theanompi.nn", "theanompi.models.zoo", "theanompi.session
                       "theanompi.multiverso.guards", "theanompi.multiverso.theano_ext.param_manager",
                       "theanompi.comm.param_access", "theanompi.models.hyperparams",
                       "theanompi.models.torch_classifier", "theanompi.models.contract", "theanompi.models.layers2",
+                      "theanompi.comm.array_cell", "theanompi.models.jax_functional", "theanompi.models.jax_classifier",
+                      "theanompi.models.keras_classifier", "theanompi.models.keras_torch",
                       "theanompi.rules.easgd", "theanompi.runtime.records", "theanompi.models.data",
                       "theanompi.lasagne", "theanompi.lasagne._name_map", "theanompi.lasagne_alias",
                       "theanompi.core.module_alias", "theanompi.runtime.rank_context", "theanompi.session.spec")

@@ -146,7 +146,7 @@ def block_params(*langs: str) -> list:
 def test_the_pages_exist_and_read() -> None:
     names = {page.name for page in PAGES}
     expected = {"README.md", "launching.md", "rules.md", "model-contract.md", "zoo-and-data.md", "lasagne.md",
-                "theano-mpi.md", "multiverso.md", "pytorch.md", "gpu.md", "several-hosts.md",
+                "theano-mpi.md", "multiverso.md", "pytorch.md", "jax.md", "keras.md", "gpu.md", "several-hosts.md",
                 "checkpoints-and-faults.md", "performance.md", "development.md"}
     assert expected <= names, f"missing pages: {sorted(expected - names)}"
     for page in PAGES:

@@ -16,7 +16,7 @@ from mpi4py import MPI
 
 from theanompi.comm.exchange import make_exchanger
 from theanompi.comm.exchange.cudampi import cuda_aware_mpi
-from theanompi.comm.exchange.fp16 import Fp16Exchanger, error_bound
+from theanompi.comm.exchange.fp16 import HalfExchanger, error_bound
 from theanompi.comm.exchange.transport import MPITransport
 from theanompi.core.errors import ConfigError
 
@@ -69,7 +69,7 @@ elif mode == "shared-gpu":
     else:
         raise AssertionError("NCCL accepted two ranks on one GPU")
     check_exact(make_exchanger("cudampi", comm), "cudampi")
-    worst = check_fp16(Fp16Exchanger(MPITransport(comm, xp=cupy)), "fp16 over MPI on CuPy buffers")
+    worst = check_fp16(HalfExchanger(MPITransport(comm, xp=cupy)), "fp16 over MPI on CuPy buffers")
     if comm.rank == 0:
         print(f"gpu shared-gpu ok; cuda-aware MPI: {cuda_aware_mpi()}; fp16 worst error/bound {worst:.3f}")
 elif mode == "two-gpus":

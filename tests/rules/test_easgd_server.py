@@ -137,7 +137,7 @@ def test_create_builds_every_part_from_the_start_taken_with_the_workers(tmp_path
 def answer_one_exchange(server, exchange, worker_rank, steps, w):
     """Worker ``worker_rank`` reports ``steps`` and sends ``w``; the server answers it. Returns the centre before."""
     centre_before = server.centre.copy()
-    exchange.arrive(worker_rank, TAG_REPORT, np.array([steps, 1.5, 0.25, 2 * 16, 0.0, 0.0]))
+    exchange.arrive(worker_rank, TAG_REPORT, np.array([steps, 1.5, 0.25, 2 * 16, 0.0, 0.0, 4096.0]))
     exchange.arrive(worker_rank, TAG_PARAMS, w)
     server.serve_one()
     return centre_before
@@ -173,13 +173,14 @@ def test_a_worker_told_to_stop_leaves_its_state_as_its_snapshot(tmp_path, monkey
     assert snapshot.steps == 2 and len(snapshot.state) == 1 and server.snapshots.last[1] is None
 
 
-def save_easgd_checkpoint(directory, centre, iteration, epoch):
+def save_easgd_checkpoint(directory, centre, iteration, epoch, n_workers=2, **extra):
     from theanompi.session.checkpoint import save_checkpoint
 
-    params = [[np.zeros(shape, "float32") for shape in SHAPES]] * 2
-    return save_checkpoint(directory, {"rule": "EASGD", "epoch": epoch, "iteration": iteration, "n_workers": 2,
-                                       "seed": 0, "centre": centre, "worker_params": params,
-                                       "worker_state": [[], []], "worker_iterations": [iteration // 2] * 2})
+    params = [[np.zeros(shape, "float32") for shape in SHAPES]] * n_workers
+    return save_checkpoint(directory, {"rule": "EASGD", "epoch": epoch, "iteration": iteration,
+                                       "n_workers": n_workers, "seed": 0, "centre": centre, "worker_params": params,
+                                       "worker_state": [[]] * n_workers,
+                                       "worker_iterations": [iteration // n_workers] * n_workers, **extra})
 
 
 def test_a_resumed_server_starts_from_the_checkpoints_centre_and_steps(tmp_path, monkeypatch):
@@ -192,7 +193,30 @@ def test_a_resumed_server_starts_from_the_checkpoints_centre_and_steps(tmp_path,
     assert server.recorder.iteration == 10
 
 
+@pytest.mark.parametrize("saved, now, alpha", [(3, 2, 0.75), (2, 3, 0.5)])
+def test_a_server_resumed_by_another_number_of_workers_keeps_the_centre_and_beta(tmp_path, monkeypatch, saved, now,
+                                                                                 alpha):
+    """A checkpoint of ``saved`` workers (beta = 1.5) resumed by ``now``: the centre bit for bit, alpha = beta / now."""
+    centre = np.random.default_rng(3).standard_normal(9).astype("float32")
+    path = save_easgd_checkpoint(tmp_path / "ckpts", centre, iteration=12, epoch=0, n_workers=saved, beta=1.5)
+    server, _, _ = create_server(tmp_path, monkeypatch, [3] * now, alpha=1.5 / saved, tau=2, n_epochs=3,
+                                 resume=str(path))
+    assert server.centre.tobytes() == centre.tobytes()
+    assert server.alpha == np.float32(alpha) and server.ledger.reported == 12
+
+
 def test_a_checkpoints_centre_of_another_size_is_refused_naming_both_sizes(tmp_path, monkeypatch):
     path = save_easgd_checkpoint(tmp_path / "ckpts", np.zeros(5, "float32"), iteration=10, epoch=0)
     with pytest.raises(ContractError, match=r"RESUME=.*: the checkpoint's centre has 5 values, the model 9$"):
         create_server(tmp_path, monkeypatch, [3, 5], resume=str(path))
+
+
+def test_the_server_counts_its_replies_and_keeps_what_each_worker_reported_it_sent(tmp_path, monkeypatch):
+    server, exchange, _ = create_server(tmp_path, monkeypatch, [3, 5], alpha=0.5, tau=2, n_epochs=2)
+    server.hand_out_first_grants()
+    assert server.traffic.total == 0  # worker 0 roots the start's broadcast; grants are bookkeeping
+    answer_one_exchange(server, exchange, worker_rank=2, steps=2, w=START.copy())  # its report says 4096 bytes
+    reply_bytes = 2 * 8 + START.size * 4  # the reply (grant, send_state as int64) and d
+    assert server.traffic.total == reply_bytes
+    assert server.tallies.bytes_sent == [0, 4096]
+    assert server.bytes_sent_by_rank() == [reply_bytes, 0, 4096]  # by session rank: server 0, workers 1 and 2

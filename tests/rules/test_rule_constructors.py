@@ -60,11 +60,13 @@ def _comm():
 
 
 def _server_start():
-    return ServerStart(centre=np.zeros(4, "float32"), shard_batches=[3, 3], ledger=StepLedger(2, 4, 12), epochs_done=0)
+    return ServerStart(centre=np.zeros(4, "float32"), shard_batches=[3, 3], ledger=StepLedger(2, 4, 12), epochs_done=0,
+                       alpha=0.5)
 
 
 @pytest.mark.parametrize("make", [
-    lambda ctx, o: BSPWorker(ctx, _comm(), _built(), o[BSPOptions], "cdd", Untouchable("the exchanger")),
+    lambda ctx, o: BSPWorker(ctx, _comm(), _built(), o[BSPOptions], "cdd", Untouchable("the exchanger"),
+                             Untouchable("the compressor")),
     lambda ctx, o: GOSGDWorker(ctx, _comm(), _built(), o[GOSGDOptions], Untouchable("the gossip comm"),
                                SimpleNamespace(Status=lambda: None)),
     lambda ctx, o: ASGDWorker(ctx, _comm(), _built(), o[ASGDOptions], Untouchable("the client"), 0),
@@ -89,7 +91,8 @@ def test_start_resumes_before_the_rules_start(tmp_path, monkeypatch):
     calls = []
     options = BSPOptions(resume="/nonexistent/checkpoint")
     recorder = SimpleNamespace(open_board=lambda spec: calls.append("board"))
-    worker = BSPWorker(_ctx(tmp_path, options), _comm(), _built(recorder), options, "cdd", Untouchable("the exchanger"))
+    worker = BSPWorker(_ctx(tmp_path, options), _comm(), _built(recorder), options, "cdd", Untouchable("the exchanger"),
+                       Untouchable("the compressor"))
     monkeypatch.setattr(worker, "restore", lambda path: calls.append(path) or 3)
     monkeypatch.setattr(worker, "start_rule", lambda: calls.append("rule"))
     worker.start()

@@ -101,3 +101,53 @@ def test_checkpoints_are_ordered_by_epoch_past_9999(tmp_path):
         (tmp_path / name).write_bytes(b"")
     assert [p.name for p in checkpoints_newest_first(tmp_path)] == ["ckpt-epoch-10000.hkl", "ckpt-epoch-9999.hkl",
                                                                     "ckpt-epoch-0002.hkl"]
+
+
+def _payload(epoch, units=0, iteration=0, **more):
+    return {"rule": "BSP", "epoch": epoch, "epoch_units": units, "iteration": iteration, "n_workers": 1,
+            "worker_params": [[np.zeros(2, "float32")]], "worker_state": [[]], **more}
+
+
+def test_checkpoints_inside_epochs_order_after_their_epoch_and_only_the_newest_two_are_kept(tmp_path):
+    from theanompi.session.checkpoint import checkpoints_newest_first, load_newest_intact, save_checkpoint
+
+    save_checkpoint(tmp_path, _payload(-1, units=300, iteration=4))  # inside the first epoch
+    for units in (300, 600, 900):
+        save_checkpoint(tmp_path, _payload(0, units=units, iteration=10 + units))
+    save_checkpoint(tmp_path, _payload(0, iteration=5))
+    names = [p.name for p in checkpoints_newest_first(tmp_path)]
+    assert names == ["ckpt-epoch-0001-at-000000900.hkl", "ckpt-epoch-0001-at-000000600.hkl", "ckpt-epoch-0000.hkl"]
+    (tmp_path / "latest").unlink()
+    path, payload = load_newest_intact(tmp_path)
+    assert path.name == "ckpt-epoch-0001-at-000000900.hkl" and (payload["epoch"], payload["epoch_units"]) == (0, 900)
+
+
+def test_an_epoch_before_the_first_is_only_allowed_inside_it(tmp_path):
+    from theanompi.session.checkpoint import check_fields
+
+    check_fields("c.hkl", _payload(-1, units=300))
+    with pytest.raises(ConfigError, match="the checkpoint's epoch is -1, not an integer >= 0 \\(-1 only inside"):
+        check_fields("c.hkl", _payload(-1))
+
+
+def test_the_consensus_of_workers_that_differ_is_their_mean_and_of_identical_ones_their_own_bits():
+    from theanompi.session.checkpoint import consensus
+
+    one = np.float32(0.1) * np.arange(3, dtype="float32")
+    params, state = consensus({"worker_params": [[one], [one], [one]], "worker_state": [[one], [one], [one]]})
+    assert params[0].tobytes() == one.tobytes() and state[0].tobytes() == one.tobytes()
+    params, state = consensus({"worker_params": [[np.zeros(2, "float32")], [np.ones(2, "float32")]],
+                               "worker_state": [[], []]})
+    assert params[0].tolist() == [0.5, 0.5] and params[0].dtype == np.float32 and state == []
+
+
+def test_a_failed_background_write_is_raised_at_the_next_checkpoint(tmp_path):
+    from theanompi.session.checkpoint_writer import CheckpointWriter
+
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where the directory should be")
+    writer = CheckpointWriter(blocked)
+    writer.save(_payload(0))
+    with pytest.raises(FileExistsError):
+        writer.save(_payload(1))
+    assert writer.wait() is None

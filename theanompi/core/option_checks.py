@@ -99,6 +99,32 @@ To start them, set MAX_RANKS_PER_HOST=40
                               f"them, set MAX_RANKS_PER_HOST={count}")
 
 
+def check_elastic(options: Any, n_workers: int, cwd: str = ".") -> None:
+    """The elastic options (MAX_RESTARTS, MIN_WORKERS, MAX_WORKERS, HOST_DISCOVERY) of a session that starts
+    ``n_workers`` workers agree with each other and with it.
+
+    >>> from types import SimpleNamespace
+    >>> elastic = dict(max_restarts=2, min_workers=0, max_workers=0, host_discovery=None, on_worker_loss="abort")
+    >>> check_elastic(SimpleNamespace(**elastic), 3)
+    >>> check_elastic(SimpleNamespace(**{**elastic, "min_workers": 4}), 3)
+    Traceback (most recent call last):
+    ...
+    theanompi.core.errors.ConfigError: MIN_WORKERS=4: the session starts only 3 workers
+    """
+    if options.min_workers > n_workers:
+        raise ConfigError(f"MIN_WORKERS={options.min_workers}: the session starts only {n_workers} workers")
+    if options.max_workers and options.max_workers < n_workers:
+        raise ConfigError(f"MAX_WORKERS={options.max_workers}: the session starts {n_workers} workers; give fewer "
+                          "devices or a larger MAX_WORKERS")
+    if options.max_restarts and options.on_worker_loss == "continue":
+        raise ConfigError(f"MAX_RESTARTS={options.max_restarts} with ON_WORKER_LOSS=continue: a lost worker either "
+                          "restarts the session or is left behind; choose one")
+    script = options.host_discovery
+    path = os.path.join(cwd, script) if script is not None else ""
+    if script is not None and not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise ConfigError(f"HOST_DISCOVERY={script!r} is not an executable file")
+
+
 def check_lr_schedule(options: Any) -> None:
     """LR_SCHEDULE=step names its milestones (LR_DECAY_EPOCHS).
 

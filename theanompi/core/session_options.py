@@ -58,6 +58,9 @@ from theanompi.core.options import (
 #: BSP_EXCH_STRATEGY's values: host-memory ones, then GPU-buffer ones (``theanompi.comm.exchange`` implements each)
 HOST_EXCH_STRATEGIES = ("ar", "ar16")
 GPU_EXCH_STRATEGIES = ("nccl32", "nccl16", "cudampi")
+#: BSP_OUTER_OPTIMIZER's values (``rules.outer_optimizer``) and BSP_COMPRESSION's (``comm.compression``)
+OUTER_OPTIMIZERS = ("none", "nesterov")
+COMPRESSIONS = ("none", "fp16", "bf16", "powersgd")
 #: ASGD_UPDATER's values (``theanompi.comm.ps.updaters`` implements each)
 UPDATER_NAMES = ("add", "sgd", "momentum", "adagrad")
 #: ASGD_STALENESS's values (``theanompi.comm.ps.staleness`` implements each)
@@ -69,6 +72,10 @@ MAX_SESSION_RANKS = 65536
 #: the most iterations between two events of a rule (exchanges, averages, pushes, TensorBoard points): more never
 #: comes, and a grant travels in an int64
 MAX_STEPS_BETWEEN = 10**9
+#: the most restarts an elastic session makes (MAX_RESTARTS)
+MAX_RESTART_COUNT = 10**6
+#: the largest rank r of BSP's PowerSGD (a matrix's P Q^T; a matrix is never wider)
+MAX_POWERSGD_RANK = 65536
 
 Options = TypeVar("Options", bound="SessionOptions")
 #: the epochs of a session when neither N_EPOCHS nor the model says
@@ -149,6 +156,24 @@ class SessionOptions:
                                         "where checkpoints go (default RUN_DIR/checkpoints)")
     resume: str | None = option("RESUME", path_value, None,
                                 "continue from a checkpoint file or directory (its newest)")
+    # ----- elastic sessions (theanompi.launch.elastic): restarts on a membership change, growth, checkpoints
+    checkpoint_every_iters: int = option("CHECKPOINT_EVERY_ITERS", int_range(0, MAX_STEPS_BETWEEN), 0,
+                                         "also save a checkpoint every K iterations, inside epochs, resumed at the "
+                                         "same sample (0: only CHECKPOINT_EVERY's)")
+    max_restarts: int = option("MAX_RESTARTS", int_range(0, MAX_RESTART_COUNT), 0,
+                               "restarts from the newest checkpoint after a lost worker or host (0: a lost worker "
+                               "ends the session)")
+    min_workers: int = option("MIN_WORKERS", int_range(0, MAX_SESSION_RANKS), 0,
+                              "fewest workers a restart may continue with (0: as many as the session started with)")
+    max_workers: int = option("MAX_WORKERS", int_range(0, MAX_SESSION_RANKS), 0,
+                              "most workers the session grows to when HOST_DISCOVERY offers more (0: no limit)")
+    host_discovery: str | None = option("HOST_DISCOVERY", path_value, None,
+                                        "an executable that prints the available hosts as 'host:slots' lines, "
+                                        "read at start, at every restart and while the session runs")
+    elastic_wait: float = option("ELASTIC_WAIT", seconds, 60.0,
+                                 "seconds a restart waits for MIN_WORKERS workers before it gives up")
+    elastic_cooldown: float = option("ELASTIC_COOLDOWN", seconds, 60.0,
+                                     "seconds a failed device or host is left out of restarts")
     compute: str = option("COMPUTE", choice("auto", "c", "jax"), "auto",
                           "pytensor backend: c (C code on the CPU) or jax (JAX mode, params kept on the device); "
                           "auto: c on cpu, jax on cuda")
@@ -239,6 +264,19 @@ class BSPOptions(SessionOptions):
     bucket_mb: float = option("BSP_BUCKET_MB", float_range(0.001, 4096.0, zero=True), 1.0,
                               "cdd: megabytes per gradient bucket summed while backward still runs, for models "
                               "that offer it (PyTorch) on ar, cudampi or nccl32; 0: one allreduce after backward")
+    # DiLoCo (avg's outer optimizer) and compression of what BSP exchanges
+    outer_optimizer: str = option("BSP_OUTER_OPTIMIZER", choice(*OUTER_OPTIMIZERS), "none",
+                                  "avg: none (the params averaged) or nesterov (DiLoCo: the mean pseudo-gradient "
+                                  "theta_outer - theta_i applied by outer Nesterov-momentum SGD)")
+    outer_lr: float = option("BSP_OUTER_LR", positive_float, 0.7, "nesterov: the outer learning rate")
+    outer_momentum: float = option("BSP_OUTER_MOMENTUM", unit_interval, 0.9, "nesterov: the outer momentum")
+    compression: str = option("BSP_COMPRESSION", choice(*COMPRESSIONS), "none",
+                              "what BSP exchanges (cdd: update vectors, avg: pseudo-gradients) on the wire: "
+                              "none, fp16 or bf16 (16-bit floats summed in fp32), powersgd (rank-r, error feedback)")
+    powersgd_rank: int = option("BSP_POWERSGD_RANK", int_range(1, MAX_POWERSGD_RANK), 2,
+                                "powersgd: the rank r of each matrix's P Q^T")
+    powersgd_start_iter: int = option("BSP_POWERSGD_START_ITER", int_range(0, MAX_STEPS_BETWEEN), 0,
+                                      "powersgd: iterations exchanged uncompressed before PowerSGD starts")
 
 
 @dataclass(frozen=True)

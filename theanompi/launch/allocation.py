@@ -388,6 +388,17 @@ def _allocation(source: str, groups: list[Group], environ: Mapping[str, str], ma
     return Allocation(source=source, devices=";".join(f"{g.host}:{','.join(g.devices)}" for g in ordered))
 
 
+def allocation_of_hosts(source: str, slots: list[tuple[str, int]], kind: str,
+                        environ: Mapping[str, str]) -> Allocation:
+    """The Allocation of hosts with a number of slots each (``kind`` devices: ``cpu`` or ``cuda``, numbered from 0
+    on each host), this machine's first; ConfigError when no host has a slot.
+
+    >>> allocation_of_hosts("discovery", [("node7", 2), ("node8", 1)], "cpu", {}).devices
+    'node7:cpu0,cpu1;node8:cpu0'
+    """
+    return _allocation(source, [Group(host, [f"{kind}{i}" for i in range(n)], [source]) for host, n in slots], environ)
+
+
 def allocation_source(environ: Mapping[str, str], hostfile: str | None) -> str | None:
     """Which allocation :func:`read_allocation` would read, in words (None: none); reads nothing.
 

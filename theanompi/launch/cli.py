@@ -29,13 +29,16 @@ import os
 import signal
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 
 from theanompi.core.errors import ConfigError
 from theanompi.core.session_options import SessionOptions
 from theanompi.core.version import VERSION
 from theanompi.launch.allocation import allocation_source, read_allocation
 from theanompi.launch.cfg import read_cfg_file, session_request
+from theanompi.launch.discovery import DeviceSource, discovered_devices
 from theanompi.launch.dry_run import describe_launch
+from theanompi.launch.elastic import within_max_workers
 from theanompi.launch.handles import Session
 from theanompi.launch.mpiexec import raise_interrupted
 from theanompi.launch.options_help import describe_model_options, split_model_reference
@@ -66,8 +69,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def devices_from_allocation(raw: dict[str, str], hostfile: str | None, environ: Mapping[str, str]) -> str | None:
-    """Fill in DEVICES from ``--hostfile`` or the batch job's allocation where the cfg and flags left it out; return
-    the line that says where the devices come from (None when there is no allocation and no hostfile)."""
+    """Fill in DEVICES from HOST_DISCOVERY, ``--hostfile`` or the batch job's allocation where the cfg and flags
+    left it out; return the line that says where the devices come from (None when there is no allocation and no
+    hostfile)."""
+    script = raw.get("HOST_DISCOVERY", "").strip()
+    if script and not raw.get("DEVICES"):
+        raw["DEVICES"] = discovered_devices(script, os.getcwd(), "cpu", environ)
+        return f"devices from HOST_DISCOVERY={script}: {raw['DEVICES']}"
     source = allocation_source(environ, hostfile)
     if source is None:
         if not raw.get("DEVICES"):
@@ -132,12 +140,17 @@ def main(argv: list[str] | None = None) -> int:
         if said:
             log.info("%s", said)
         request = session_request(raw)
+        allocated = said is not None and not said.startswith("devices from DEVICES")
+        if allocated:  # an allocation or discovery may offer more than MAX_WORKERS
+            request = replace(request, devices=within_max_workers(request.rule, request.devices, request.options))
         spec, ranks = plan_session(request)
         if args.dry_run:
             sys.stdout.write("".join(f"{line}\n" for line in describe_launch(spec, ranks, session_argv(spec, ranks))))
             return 0
         signal.signal(signal.SIGTERM, raise_interrupted)  # a killed launcher still stops every rank
-        session = Session(request.rule).start(spec, ranks)
+        source = (DeviceSource.allocation(os.environ, args.hostfile)
+                  if allocated and not request.options.host_discovery else None)
+        session = Session(request.rule).start(spec, ranks, source)
     except ConfigError as err:
         sys.stderr.write(f"tmlauncher: error: {err}\n")
         return 2

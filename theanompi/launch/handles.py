@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from theanompi import rules
+from theanompi.launch.discovery import DeviceSource
+from theanompi.launch.elastic import ElasticRun, elastic_enabled
 from theanompi.launch.plan import SessionRequest, SessionRun, plan_session, start_session
 from theanompi.rules.base import Rule
 from theanompi.session.spec import RankSpec, SessionSpec
@@ -82,10 +84,13 @@ class Session:
         """The :attr:`class_options` given a value (on the class, as Theano-MPI did, or on this object)."""
         return {name: getattr(self, name) for name in self.class_options if getattr(self, name, None) is not None}
 
-    def start(self, spec: SessionSpec, ranks: list[RankSpec]) -> Session:
-        """Start a planned session (see :func:`theanompi.launch.plan.start_session`); ``wait()`` for it."""
+    def start(self, spec: SessionSpec, ranks: list[RankSpec], source: DeviceSource | None = None) -> Session:
+        """Start a planned session (see :func:`theanompi.launch.plan.start_session`); ``wait()`` for it. With
+        MAX_RESTARTS or HOST_DISCOVERY it is an elastic one (:mod:`theanompi.launch.elastic`), whose restarts find
+        their devices in ``source`` (default: HOST_DISCOVERY, else ``devices``)."""
         self._refuse_a_second_session()
-        self.run = start_session(spec, ranks)
+        elastic = elastic_enabled(spec.options)
+        self.run = ElasticRun.start(spec, ranks, source) if elastic else start_session(spec, ranks)
         self.spec = spec
         return self
 

@@ -61,7 +61,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: Environment variables forwarded explicitly (needed for ranks on other hosts).
-FORWARDED_ENV = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "THEANOMPI_CACHE_DIR", "PYTENSOR_FLAGS")
+FORWARDED_ENV = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "THEANOMPI_CACHE_DIR", "PYTENSOR_FLAGS",
+                 "KERAS_BACKEND")  # (every rank of a Keras model runs it on the launcher's Keras backend)
 ROOT_ENV = {
     "OMPI_ALLOW_RUN_AS_ROOT": "1",
     "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
@@ -247,7 +248,8 @@ class MpiexecRun:
     """
 
     def __init__(self, argv: list[str], run_dir: Path, ranks: list[RankSpec], claim: RunDirClaim | None = None,
-                 stall_grace: float = 1.5, startup_timeout: float = 0.0, env: dict[str, str] | None = None):
+                 stall_grace: float = 1.5, silence_limit: float = 0.0, startup_timeout: float = 0.0,
+                 env: dict[str, str] | None = None):
         self.run_dir = Path(run_dir)
         self.ranks = ranks
         #: the run directory's lock (``theanompi.session.run_dir.RunDirClaim``), released when the session ends
@@ -259,6 +261,10 @@ class MpiexecRun:
         self.failure: str | None = None
         #: ranks that died while the others carried on (ON_WORKER_LOSS=continue), described
         self.lost: list[str] = []
+        #: seconds a rank on another host may go unheard before its host counts as lost (0: never; WATCHDOG)
+        self.silence_limit = silence_limit
+        #: the hosts found silent that long (the session was stopped for them)
+        self.silent_hosts: list[str] = []
         self._stderr_tail: deque[str] = deque(maxlen=200)
         #: status lines of the ranks on other hosts (their RUN_DIR may not be ours)
         self.remote = RemoteRanks(self.run_dir)
@@ -335,6 +341,10 @@ class MpiexecRun:
         remote = [r for r, spec in enumerate(self.ranks) if not spec.device.is_local]
         return self.remote.ends(lambda r: self.ranks[r].describe(r), remote)
 
+    def stderr_tail(self) -> str:
+        """The last lines mpiexec wrote on stderr (status lines of remote ranks left out)."""
+        return "".join(self._stderr_tail)
+
     def _silent_ranks(self) -> list[int]:
         """The ranks that have not reported their start (a status file here, a status line from another host)."""
         return [r for r in range(len(self.ranks))
@@ -351,12 +361,14 @@ class MpiexecRun:
             return False
         if time.monotonic() - self.started_at < self.startup_timeout:
             return False
-        self.failure = startup_report(self.startup_timeout, silent, self.ranks, self.tree, "".join(self._stderr_tail))
+        self.failure = startup_report(self.startup_timeout, silent, self.ranks, self.tree, self.stderr_tail())
         self.terminate(grace=2.0)
         return True
 
     def _wait_watching_stalls(self) -> int:
-        """Wait for mpiexec; stop the session when a rank reports a stalled exchange, or has not started in time."""
+        """Wait for mpiexec; stop the session when a rank reports a stalled exchange, when ranks have not started
+        within STARTUP_TIMEOUT, or when the ranks of another host have gone silent for ``silence_limit`` seconds (its
+        link is down: nothing else would end it)."""
         described = [r.describe(i) for i, r in enumerate(self.ranks)]
         while True:
             try:
@@ -367,6 +379,14 @@ class MpiexecRun:
             if self._check_startup():
                 self.proc.wait()
                 return STARTUP_TIMEOUT_CODE
+            silent = self.remote.silent(self.silence_limit) if self.silence_limit else {}
+            if silent:
+                self.silent_hosts = sorted(set(silent.values()))
+                who = ", ".join(described[r] for r in silent)
+                self.failure = (f"lost host {', '.join(self.silent_hosts)}: {who} not heard for "
+                                f"{self.silence_limit:.0f} s (its link is down, or the host stopped)")
+                self.terminate()
+                return self.proc.wait()
             report = stall_report(self.run_dir, described)
             if report:
                 try:  # the ranks waiting on a stuck one report a moment later: name them too

@@ -37,6 +37,7 @@ from theanompi.backend.pytensor_config import configure_pytensor
 from theanompi.core.devices import check_local_devices, parse_devices
 from theanompi.core.errors import ConfigError
 from theanompi.core.option_checks import (
+    check_elastic,
     check_installed,
     check_lr_schedule,
     check_model_reference,
@@ -48,6 +49,7 @@ from theanompi.core.safe_io import atomic_write_text
 from theanompi.core.session_options import MAX_SESSION_RANKS, SessionOptions
 from theanompi.launch.command_line import fit_command_line
 from theanompi.launch.mpiexec import MpiexecRun, mpiexec_command, mpiexec_env, terminal_columns
+from theanompi.launch.resume_plan import adapt_to_checkpoint
 from theanompi.models.contract import check_model_class
 from theanompi.models.loader import load_model_class
 from theanompi.rules.base import Rule
@@ -110,14 +112,41 @@ def plan_session(request: SessionRequest) -> tuple[SessionSpec, list[RankSpec]]:
     notes = notes + data_notes
     ranks = rule.launch_ranks(devices, options)
     check_ranks(ranks, options.max_ranks_per_host)
-    options, resume_point = resolve_paths(rule.name, options, cwd)
+    worker_devices = [str(r.device) for r in ranks if r.role == "worker"]
+    check_elastic(options, len(worker_devices), cwd)
+    options, payload = resolve_paths(rule.name, options, cwd)
+    resume_point, slots = None, None
+    if payload is not None:
+        slots, adapted, resume_notes, global_batch = adapt_to_checkpoint(
+            rule.name, payload, worker_devices, options.lr_scaling, model_options,
+            "batch_size" in (getattr(model_cls, "option_table", None) or {}))
+        if adapted != model_options and callable(validate_options):
+            validate_options(adapted)
+        model_options, notes = adapted, notes + resume_notes
+        resume_point = checkpoint_resume_point(payload, global_batch)
     spec = SessionSpec(
         rule=rule.name, devices=[str(d) for d in devices], modelfile=request.modelfile,
         modelclass=request.modelclass, options=options, model_options=model_options,
         ranks=[{"role": r.role, "device": str(r.device)} for r in ranks], cwd=cwd, notes=notes,
-        resume_point=resume_point,
+        resume_point=resume_point, resume_slots=slots,
     )
     return spec, ranks
+
+
+def checkpoint_resume_point(payload: dict[str, Any], global_batch: int = 0) -> dict[str, Any]:
+    """Where a resumed session continues (``SessionSpec.resume_point``): the checkpoint's epoch and iteration (the
+    records past them are trimmed), BSP's kept ``global_batch`` (LR_SCALING=none at a new size) and, for EASGD,
+    ``worker_iterations``: each worker's own steps (its records trimmed to them).
+
+    >>> checkpoint_resume_point({"epoch": 2, "iteration": 30, "worker_iterations": [16, 14]})
+    {'epoch': 2, 'iteration': 30, 'worker_iterations': [16, 14]}
+    """
+    point: dict[str, Any] = {"epoch": int(payload["epoch"]), "iteration": int(payload["iteration"])}
+    if global_batch:
+        point["global_batch"] = global_batch
+    if isinstance(payload.get("worker_iterations"), list):
+        point["worker_iterations"] = [int(steps) for steps in payload["worker_iterations"]]
+    return point
 
 
 def check_ranks(ranks: list[RankSpec], max_per_host: int) -> None:
@@ -173,24 +202,19 @@ def resolve_data_dir(model_cls: type, model_options: dict[str, Any],
 def resolve_paths(rule_name: str, options: SessionOptions, cwd: str) -> tuple[SessionOptions, dict[str, Any] | None]:
     """RUN_DIR, CHECKPOINT_DIR and RESUME as absolute paths (RUN_DIR defaults to ``runs/RULE-TIME-PID``, the
     checkpoints to ``RUN_DIR/checkpoints``); RESUME pre-loaded, refusing unsafe or foreign files before any rank
-    starts and skipping a damaged newest one. Returns the options and, with RESUME, the epoch and iteration its
-    checkpoint was taken at (``SessionSpec.resume_point``)."""
+    starts and skipping a damaged newest one. Returns the options and, with RESUME, its checkpoint."""
     run_dir = options.run_dir
     if run_dir is None:
         run_dir = os.path.join("runs", f"{rule_name.lower()}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
     run_dir = os.path.join(cwd, run_dir)
     checkpoint_dir = os.path.join(cwd, options.checkpoint_dir or os.path.join(run_dir, "checkpoints"))
-    resume = options.resume
-    resume_point: dict[str, Any] | None = None
+    resume, payload = options.resume, None
     if resume:
         path, payload = load_newest_intact(os.path.join(cwd, resume))
         if payload["rule"] != rule_name:
             raise ConfigError(f"RESUME={str(path)!r} is a {payload['rule']} checkpoint, not {rule_name}")
         resume = str(path)
-        resume_point = {"epoch": int(payload["epoch"]), "iteration": int(payload["iteration"])}
-        if isinstance(payload.get("worker_iterations"), list):  # EASGD: each worker's own steps
-            resume_point["worker_iterations"] = [int(steps) for steps in payload["worker_iterations"]]
-    return options.replace(run_dir=run_dir, checkpoint_dir=checkpoint_dir, resume=resume), resume_point
+    return options.replace(run_dir=run_dir, checkpoint_dir=checkpoint_dir, resume=resume), payload
 
 
 class SessionRun(Protocol):
@@ -302,7 +326,8 @@ def start_session(spec: SessionSpec, ranks: list[RankSpec]) -> SessionRun:
             atomic_write_text(run_dir / APP_FILE, app_text, label="RUN_DIR")
         notes = "".join(f"; {note}" for note in spec.notes)
         log.info("starting %d ranks: %s%s", len(ranks), ", ".join(str(r.device) for r in ranks), notes)
-        return MpiexecRun(argv, run_dir, ranks, claim=claim, startup_timeout=options.startup_timeout, env=env)
+        return MpiexecRun(argv, run_dir, ranks, claim=claim, silence_limit=options.watchdog,
+                          startup_timeout=options.startup_timeout, env=env)
     except BaseException:
         claim.release()
         raise

@@ -212,9 +212,3 @@ class ClassifierModel(ClassifierHyperParams):
         """Pool batch-norm running statistics over the workers (collective; see the layers' BN policy)."""
         if self.network is not None:
             sync_running_stats(self.network, comm)
-
-    def cleanup(self) -> None:
-        """Close the data (stops a prefetch thread, closes files)."""
-        close = getattr(self.data, "close", None)
-        if callable(close):
-            close()

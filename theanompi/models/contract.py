@@ -2,9 +2,11 @@
 
 A ModelClass is constructed as ``ModelClass(config)`` (a :class:`WorkerConfig`) and has
 
-* ``params``: list of trainable parameters, all pytensor shared variables or all
-  ``torch.Tensor`` s (see :mod:`theanompi.comm.param_access`; ``theanompi.models.torch_classifier``
-  builds such a model from a ``torch.nn.Module``)
+* ``params``: list of trainable parameters, all pytensor shared variables, all
+  ``torch.Tensor`` s or all :class:`~theanompi.comm.array_cell.ArrayCell` s holding JAX arrays (see
+  :mod:`theanompi.comm.param_access`; ``theanompi.models.torch_classifier`` builds such a model from a
+  ``torch.nn.Module``, ``theanompi.models.jax_classifier`` from a Flax ``nnx.Module``,
+  ``theanompi.models.keras_classifier`` from a ``keras.Model``)
 * ``data``: a DataClass with integer ``n_batch_train`` (>= 1) and ``n_batch_val`` (>= 0)
 * ``compile_iter_fns(sync_type)``: compile the functions ``train_iter``/``val_iter`` use.
   ``sync_type`` is one of :class:`SyncType`'s values: ``'cdd'`` (the two-phase step, below)

@@ -24,9 +24,14 @@ theanompi.core.errors.ConfigError: ClassifierHyperParams: model option momentum=
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from theanompi.comm.fused_params import FlatLayout
+from theanompi.comm.param_access import assign, host_copy
 from theanompi.core.lr_schedule import LRSchedule
 from theanompi.core.options import (
     model_option,
@@ -130,6 +135,36 @@ class ClassifierHyperParams(HasModelOptions):
         """Before step ``count`` of the epoch: the rate at ``epoch + count / n_batch_train`` where it varies."""
         if self._lr_varies:
             self.set_lr(self.scheduled_lr(self._epoch + count / self.data.n_batch_train))
+
+    def cleanup(self) -> None:
+        """Close the data (stops a prefetch thread, closes files)."""
+        close = getattr(getattr(self, "data", None), "close", None)
+        if callable(close):
+            close()
+
+
+def mean_over_workers(variables: Sequence[Any], comm: Any) -> None:
+    """Set each of ``variables`` (anything :mod:`theanompi.comm.param_access` reads and writes) to its mean over
+    the workers of ``comm``: one allreduce of one float64 buffer (the models' ``sync_state`` of batch-norm
+    statistics). Nothing to do, and no collective, without variables.
+
+    >>> import numpy as np, pytensor
+    >>> class TwoWorkers:                              # the other worker holds twice these values
+    ...     def allreduce(self, buffer): return buffer * 3
+    ...     def Get_size(self): return 2
+    >>> stats = [pytensor.shared(np.ones(2, "float32")), pytensor.shared(np.zeros(1, "float32"))]
+    >>> mean_over_workers(stats, TwoWorkers())
+    >>> stats[0].get_value().tolist(), stats[1].get_value().tolist()
+    ([1.5, 1.5], [0.0])
+    """
+    if not variables:
+        return
+    values = [host_copy(v) for v in variables]
+    layout = FlatLayout([v.shape for v in values])
+    packed = layout.pack(values, np.empty(layout.total, dtype=np.float64))
+    total = np.asarray(comm.allreduce(packed), dtype=np.float64) / comm.Get_size()
+    for variable, value in zip(variables, layout.views(total)):
+        assign(variable, value)
 
 
 class ImageClassifierHyperParams(ClassifierHyperParams):

@@ -22,7 +22,7 @@ from theanompi import lasagne_alias
 from theanompi.core.errors import ConfigError
 
 #: Optional libraries a ModelClass may build on -> the theanompi extra that installs the tested version.
-OPTIONAL_EXTRAS = {"torch": "torch", "keras": "keras", "jax": "jax"}
+OPTIONAL_EXTRAS = {"torch": "torch", "keras": "keras", "jax": "jax", "flax": "jax", "optax": "jax"}
 
 
 def _import_file(path: Path):
@@ -39,7 +39,7 @@ def _import_file(path: Path):
 def import_model_module(modelfile: str, cwd: str | None = None):
     """Import MODELFILE; relative names resolve against ``cwd`` (the launch directory).
 
-    A model needing an optional library that is not installed (torch, keras, jax) gets one
+    A model needing an optional library that is not installed (torch, keras, jax, flax, optax) gets one
     ConfigError line naming the extra to install.
     """
     try:

@@ -70,11 +70,9 @@ import numpy as np
 import torch  # absolute import: the real PyTorch, not this module
 
 from theanompi.backend import arrays
-from theanompi.comm.fused_params import FlatLayout
-from theanompi.comm.param_access import assign, host_copy
 from theanompi.core.devices import parse_devices
 from theanompi.core.errors import ContractError
-from theanompi.models.hyperparams import ClassifierHyperParams
+from theanompi.models.hyperparams import ClassifierHyperParams, mean_over_workers
 from theanompi.session.recorder import Recorder  # noqa: F401  (docstring example)
 
 
@@ -118,7 +116,7 @@ class TorchClassifierModel(ClassifierHyperParams):
         self.data = self.build_data()
         torch.manual_seed(config.seed)  # the same initial weights on every rank
         self.network = self._checked_network(self.build_network()).to(self.device)
-        named = [(name, p) for name, p in self.network.named_parameters() if p.requires_grad]
+        named = self.named_params()
         for name, p in named:
             p.param_name = name
         self.params = [p for _, p in named]
@@ -143,6 +141,10 @@ class TorchClassifierModel(ClassifierHyperParams):
     def build_network(self) -> torch.nn.Module:
         """The network: a module mapping an input batch (``x_train``'s sample shape) to logits."""
         raise NotImplementedError
+
+    def named_params(self) -> list[tuple[str, torch.nn.Parameter]]:
+        """The trainable parameters of :attr:`network` and their names: ``params``, in this order."""
+        return [(name, p) for name, p in self.network.named_parameters() if p.requires_grad]
 
     def loss_and_error(self, logits, y):
         """Mean cross-entropy and error rate of a batch (tensors)."""
@@ -294,18 +296,4 @@ class TorchClassifierModel(ClassifierHyperParams):
 
         One allreduce of one float64 buffer (``comm.allreduce``, as the pytensor layers' BN sync does).
         """
-        buffers = self.running_stats()
-        if not buffers:
-            return
-        values = [host_copy(b) for b in buffers]
-        layout = FlatLayout([v.shape for v in values])
-        packed = layout.pack(values, np.empty(layout.total, dtype=np.float64))
-        total = np.asarray(comm.allreduce(packed), dtype=np.float64) / comm.Get_size()
-        for buf, value in zip(buffers, layout.views(total)):
-            assign(buf, value)
-
-    def cleanup(self) -> None:
-        """Close the data (stops a prefetch thread, closes files)."""
-        close = getattr(self.data, "close", None)
-        if callable(close):
-            close()
+        mean_over_workers(self.running_stats(), comm)

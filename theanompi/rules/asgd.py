@@ -179,6 +179,7 @@ class ASGDWorker(WorkerLoop[ASGDOptions]):
         self.exchanges = 0
         self.base = np.zeros(self.fused.size, self.fused.dtype)  # the parameters of the last pull
         self.server_stats: list = []
+        self._table_export: dict | None = None  # worker 0: the servers' table for the next checkpoint
         # the sgd/momentum/adagrad updaters' ASGD_LR on the session's schedule, at this worker's progress
         self.server_lr = LRSchedule.of_session(options, comm.size, self.n_epochs)
         self.clock = options.max_staleness > 0  # bounded staleness: the pulls carry this worker's clock
@@ -208,18 +209,53 @@ class ASGDWorker(WorkerLoop[ASGDOptions]):
         return cls(ctx, comm, built, options, client, table)
 
     def start_rule(self) -> None:
-        """Worker 0 initialises the table (after a resumed checkpoint); every worker pulls the starting parameters."""
-        if self.options.sync:
-            # sync pulls pair up across workers: unequal step counts could never complete a round
+        """Worker 0 initialises the table (a resumed checkpoint's table and server state, else its parameters);
+        every worker pulls the starting parameters."""
+        if self.options.sync or self.options.checkpoint_every_iters:
+            # sync pulls pair up across workers, checkpoints inside an epoch meet at one step: equal step counts
             check_agreement(self.comm, n_batch_train=self.model.data.n_batch_train)
         if self.comm.rank == 0:
-            self.client.set(self.table, self.fused.read())  # master initialisation
+            saved = (self.restored or {}).get("table")
+            if saved is not None:
+                self.restore_table(saved)
+            else:
+                self.client.set(self.table, self.fused.read())  # master initialisation
             if self.average is not None:  # the table's average starts at it, or at a resumed checkpoint's
                 start = self.average.params.values
                 self.client.set(self.table, self.fused.read() if start is None else start, average=True)
         with ACTIVITY.waiting("the start barrier"):
             self.comm.Barrier()
         self.pull()
+
+    def restore_table(self, saved: dict) -> None:
+        """Worker 0: the checkpoint's table and the servers' updater state onto this session's servers (any number
+        of them: whole virtual partitions each), read back and checked bit for bit."""
+        self.client.import_table(self.table, saved)
+        back = self.client.export_table(self.table)
+        same = np.array_equal(back["values"], saved["values"]) and sorted(back["state"]) == sorted(saved["state"]) \
+            and all(np.array_equal(back["state"][k], saved["state"][k]) for k in back["state"])
+        if not same:
+            raise RuntimeError("ASGD: the table restored on the servers differs from the checkpoint's")
+        state = ", ".join(sorted(saved["state"])) or "no updater state"
+        log.info("ASGD: the checkpoint's table (%d virtual partitions) and its %s restored onto %d server(s), "
+                 "bit for bit", len(saved["partitions"]), state, len(self.client.servers))
+
+    def sync_inside_epoch(self) -> None:
+        """Before a checkpoint inside an epoch: every push applied, every worker on the servers' parameters."""
+        self.end_of_epoch(self.epoch)
+
+    def before_checkpoint(self, epoch: int) -> None:
+        """Worker 0 reads the table and its updater state off the servers while nobody pushes (collective)."""
+        if self.comm.rank == 0:
+            exported = self.client.export_table(self.table)
+            exported["partitions"] = np.asarray(exported["partitions"], dtype=np.int64)
+            self._table_export = exported
+        with ACTIVITY.waiting("the checkpoint's table"):
+            self.comm.Barrier()
+
+    def checkpoint_extras(self) -> dict:
+        """The servers' table and updater state (worker 0's checkpoint)."""
+        return {"table": self._table_export} if self._table_export is not None else {}
 
     def pull(self, clock: int | None = None) -> None:
         with self.recorder.timer("comm"):
@@ -287,6 +323,14 @@ class ASGDWorker(WorkerLoop[ASGDOptions]):
 
     def worker_record(self) -> dict:
         return {**super().worker_record(), "exchanges": self.exchanges}
+
+    def bytes_sent(self) -> int:
+        """Every message this worker's parameter-server client sent."""
+        return int(self.client.sent.total)
+
+    def bytes_sent_by_rank(self, per_worker: list[dict[str, Any]]) -> list[int]:
+        """The workers' (session ranks 0..N-1), then the servers' replies (ranks N.., from their statistics)."""
+        return super().bytes_sent_by_rank(per_worker) + [int(stats["bytes_sent"]) for stats in self.server_stats]
 
     def summary(self) -> dict:
         staleness: dict[str, list] = {}

@@ -8,7 +8,15 @@
   still runs (:mod:`theanompi.comm.exchange.overlap`); the step then only waits
   for the last buckets.
 * ``avg``: workers step locally and average their parameters every
-  ``avg_freq`` iterations (and at every epoch end) -- local SGD.
+  ``avg_freq`` iterations (and at every epoch end) -- local SGD. With
+  ``BSP_OUTER_OPTIMIZER=nesterov`` that exchange is DiLoCo's outer step
+  (:mod:`theanompi.rules.outer_optimizer`): the mean of the pseudo-gradients
+  theta_outer - theta_i steps theta_outer by Nesterov-momentum SGD, and every worker
+  continues from it. An epoch's end is an exchange too when steps are pending, so
+  validation, checkpoints and the final model see theta_outer, which every worker then holds.
+* ``BSP_COMPRESSION`` (:mod:`theanompi.comm.compression`): what travels -- cdd's update
+  vectors, avg's pseudo-gradients (plain averaging exchanges those too once compressed:
+  an outer step with lr 1, momentum 0) -- in fp16, bf16 or as PowerSGD's factors.
 
 With a single worker there is nothing to exchange: the model compiles its
 one-function local step whatever the sync type (the same arithmetic as ``cdd``).
@@ -31,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from theanompi.backend import arrays
+from theanompi.comm.compression import Compressor, check_compression, compression_of, make_compressor, wire_codec
 from theanompi.comm.exchange import check_strategy, make_exchanger
 from theanompi.comm.exchange.base import Exchanger
 from theanompi.comm.exchange.overlap import MB, OverlappedAllreduce, plan_buckets
@@ -40,13 +49,51 @@ from theanompi.core.session_options import BSPOptions, SessionOptions
 from theanompi.models.contract import SyncType
 from theanompi.models.theano_mpi_adapter import follows_theanompi_contract
 from theanompi.rules.base import Rule
+from theanompi.rules.outer_optimizer import OuterOptimizer
 from theanompi.runtime.agreement import check_agreement
 from theanompi.runtime.model_build import BuiltWorker, build_worker
 from theanompi.runtime.rank_context import RankContext
 from theanompi.runtime.worker_loop import WorkerLoop
+from theanompi.session.checkpoint import consensus
 from theanompi.session.recorder import Recorder
 
 log = logging.getLogger("theanompi")
+
+
+def check_outer_and_compression(options: BSPOptions, given: frozenset[str]) -> None:
+    """The outer optimizer and compression options make sense together (``given``: the options the user set);
+    ConfigError naming the key otherwise."""
+    if options.outer_optimizer != "none" and options.sync_type != SyncType.AVG:
+        raise ConfigError(f"BSP_OUTER_OPTIMIZER={options.outer_optimizer} steps avg's pseudo-gradients; it needs "
+                          f"BSP_SYNC_TYPE=avg (the session's is {options.sync_type})")
+    compression = compression_of(options)
+    for name, key, needs, has in (("outer_lr", "BSP_OUTER_LR", "BSP_OUTER_OPTIMIZER=nesterov",
+                                   options.outer_optimizer == "nesterov"),
+                                  ("outer_momentum", "BSP_OUTER_MOMENTUM", "BSP_OUTER_OPTIMIZER=nesterov",
+                                   options.outer_optimizer == "nesterov"),
+                                  ("powersgd_rank", "BSP_POWERSGD_RANK", "BSP_COMPRESSION=powersgd",
+                                   compression == "powersgd"),
+                                  ("powersgd_start_iter", "BSP_POWERSGD_START_ITER", "BSP_COMPRESSION=powersgd",
+                                   compression == "powersgd")):
+        if name in given and not has:
+            current = needs.split("=")[0]
+            value = options.outer_optimizer if current == "BSP_OUTER_OPTIMIZER" else compression
+            raise ConfigError(f"{key}={getattr(options, name)} applies to {needs}, but {current}={value}")
+
+
+def exchange_notes(options: BSPOptions) -> list[str]:
+    """The launch line's words on the outer optimizer and compression (nothing for the defaults)."""
+    notes = []
+    if options.outer_optimizer == "nesterov":
+        notes.append(f"BSP outer optimizer nesterov (DiLoCo: lr {options.outer_lr:g}, momentum "
+                     f"{options.outer_momentum:g}, every {options.avg_freq} local steps and at epoch ends)")
+    compression = compression_of(options)
+    if compression == "powersgd":
+        notes.append(f"BSP compression powersgd (rank {options.powersgd_rank}, from iteration "
+                     f"{options.powersgd_start_iter})")
+    elif compression != "none":
+        notes.append(f"BSP compression {compression}")
+    return notes
 
 
 class BSP(Rule):
@@ -57,10 +104,21 @@ class BSP(Rule):
     def check_options(cls, devices: list[Device], options: SessionOptions) -> None:
         assert isinstance(options, BSPOptions)
         check_strategy(options.exch_strategy, devices)
+        check_compression(options)
 
     @classmethod
     def adapt_to_model(cls, model_cls: type, options: SessionOptions,
                        given: frozenset[str]) -> tuple[SessionOptions, list[str]]:
+        """The sync type chosen for the ModelClass (:meth:`choose_sync_type`), the outer optimizer and compression
+        checked against it and against what the user gave, and said in the launch notes."""
+        options, notes = cls.choose_sync_type(model_cls, options, given)
+        assert isinstance(options, BSPOptions)
+        check_outer_and_compression(options, given)
+        return options, notes + exchange_notes(options)
+
+    @classmethod
+    def choose_sync_type(cls, model_cls: type, options: SessionOptions,
+                         given: frozenset[str]) -> tuple[SessionOptions, list[str]]:
         """Choose the sync type for a ModelClass without ``apply_update`` and say which was chosen.
 
         * written for Theano-MPI (``reset_iter``): cdd as Theano-MPI did it (the workers' ``vels``
@@ -97,22 +155,36 @@ class BSPWorker(WorkerLoop[BSPOptions]):
     rule_name = "BSP"
 
     def __init__(self, ctx: RankContext, comm: Any, built: BuiltWorker, options: BSPOptions, sync_type: str,
-                 exchanger: Exchanger):
+                 exchanger: Exchanger, compressor: Compressor):
         super().__init__(ctx, comm, built, options)
         self.sync_type = sync_type
         self.exchanger = exchanger
+        self.compressor = compressor
         self.reducer: OverlappedAllreduce | None = None
+        #: avg's theta_outer and its optimizer, when avg exchanges pseudo-gradients (set by :meth:`start_rule`)
+        self.outer: OuterOptimizer | None = None
         self.steps_since_average = 0  # avg: local steps since the parameters were last averaged
 
     @classmethod
     def create(cls, ctx: RankContext) -> BSPWorker:
-        """Open the exchanger (collective), build the model with its fused buffer where the exchanger wants it
-        (NCCL / CUDA-aware MPI: on the GPU), and construct the worker."""
+        """Open the exchanger (collective; 16-bit when compressed so), build the model with its fused buffer where
+        the exchanger wants it (NCCL / CUDA-aware MPI: on the GPU), and construct the worker with its compressor."""
         options, comm = ctx.options_as(BSPOptions), ctx.comm
         sync_type = options.sync_type if comm.size > 1 else SyncType.LOCAL
-        exchanger = make_exchanger(options.exch_strategy, comm)
+        exchanger = make_exchanger(options.exch_strategy, comm, half=wire_codec(options))
         built = build_worker(ctx, comm, sync_type, exchanger.memory, Recorder(ctx.spec.run_dir, write=comm.rank == 0))
-        return cls(ctx, comm, built, options, sync_type, exchanger)
+        compressor = make_compressor(options, exchanger, built.fused.layout.shapes, built.fused.dtype)
+        return cls(ctx, comm, built, options, sync_type, exchanger, compressor)
+
+    def resumed_state(self, payload: dict, slot: int | None) -> tuple[list, list]:
+        """At another number of workers every worker starts from the workers' consensus (their parameters and
+        optimizer state averaged; ``cdd``'s workers are identical), else from its own state."""
+        if int(payload["n_workers"]) != self.comm.size:
+            return consensus(payload)
+        return super().resumed_state(payload, slot)
+
+    def world_size_note(self) -> str:
+        return "every worker starts from the workers' consensus"
 
     def start_rule(self) -> None:
         self.reducer = self.overlapped_exchange()
@@ -123,6 +195,13 @@ class BSPWorker(WorkerLoop[BSPOptions]):
         )
         self.exchanger.bcast(self.fused.read(), root=0)  # every worker starts from rank 0's params
         self.fused.write(self.fused.buffer)
+        if self.sync_type == SyncType.AVG and (self.options.outer_optimizer != "none"
+                                               or compression_of(self.options) != "none"):
+            nesterov = self.options.outer_optimizer == "nesterov"  # else plain averaging, of pseudo-gradients
+            self.outer = OuterOptimizer(self.fused.buffer.copy(), self.options.outer_lr if nesterov else 1.0,
+                                        self.options.outer_momentum if nesterov else 0.0)
+        if self.restored is not None:
+            self.restore_exchange_state(self.restored.get("worker_rule_state") or [])
 
     def step(self, count: int) -> None:
         if self.sync_type == SyncType.CDD:
@@ -137,8 +216,14 @@ class BSPWorker(WorkerLoop[BSPOptions]):
         and a model that offers ``attach_reducer``: the gradient's buckets (reverse parameter order, BSP_BUCKET_MB
         each), attached to the model, whose backward starts their sums; else None."""
         attach = getattr(self.model, "attach_reducer", None)
-        if (self.sync_type != SyncType.CDD or not self.options.bucket_mb or not self.exchanger.nonblocking
-                or not callable(attach)):
+        if self.sync_type != SyncType.CDD or not self.options.bucket_mb or not callable(attach):
+            return None
+        if self.compressor.name != "none":
+            if self.comm.rank == 0:
+                log.info("BSP_COMPRESSION=%s: the gradient is exchanged after backward (BSP_BUCKET_MB's buckets, "
+                         "summed while backward runs, are off)", self.compressor.name)
+            return None
+        if not self.exchanger.nonblocking:
             return None
         buckets = plan_buckets(self.fused.layout.sizes, self.fused.dtype.itemsize, self.options.bucket_mb * MB)
 
@@ -170,8 +255,8 @@ class BSPWorker(WorkerLoop[BSPOptions]):
         with rec.timer("comm"):
             if self.reducer is not None:
                 total = self.reducer.finish()
-            else:
-                total = self.exchanger.allreduce_sum(self.fused.stage(vector))  # a C-mode vector goes as it is
+            else:  # a C-mode vector goes as it is
+                total = self.compressor.allreduce_sum(self.fused.stage(vector), self.iteration)
         with rec.timer("calc"):
             self.model.apply_update(total)
 
@@ -179,37 +264,94 @@ class BSPWorker(WorkerLoop[BSPOptions]):
         super().step(count)
         self.steps_since_average += 1
         if (self.iteration + 1) % self.options.avg_freq == 0:
-            self.average_params()
+            self.synchronize()
 
     def step_local(self, count: int) -> None:
         super().step(count)
+
+    def synchronize(self) -> None:
+        """avg's exchange: the params' mean (:meth:`average_params`), or, with an outer optimizer (or compression),
+        the outer step with the workers' mean pseudo-gradient (:meth:`outer_step`); then, with AVERAGE_WEIGHTS=ema,
+        the common params folded into the average."""
+        if self.outer is None:
+            self.average_params()
+        else:
+            self.outer_step(self.outer)
+        if self.average is not None:  # AVERAGE_WEIGHTS=ema: the common parameters, after N workers' steps since
+            self.average.update_params(self.comm.size * self.steps_since_average, self.epoch)
+        self.steps_since_average = 0
 
     def average_params(self) -> None:
         """Replace every worker's params with their mean over workers."""
         with self.recorder.timer("comm"):
             flat = self.fused.read()
             self.check_finite(flat, "parameters")
-            flat = self.exchanger.allreduce_sum(flat)
+            flat = self.compressor.allreduce_sum(flat, self.iteration)
             self.fused.write(flat, scale=1.0 / self.comm.size)
-        if self.average is not None:  # AVERAGE_WEIGHTS=ema: the common parameters, after N workers' steps since
-            self.average.update_params(self.comm.size * self.steps_since_average, self.epoch)
-        self.steps_since_average = 0
 
     def update_average(self) -> None:
-        """``avg``: the parameters are folded into the average when they are common (:meth:`average_params`), the
+        """``avg``: the parameters are folded into the average when they are common (:meth:`synchronize`), the
         running statistics after every step; otherwise both after every step."""
         if self.average is not None and self.sync_type == SyncType.AVG:
             self.average.update_stats(self.comm.size, self.epoch)
         else:
             super().update_average()
 
+    def outer_step(self, outer: OuterOptimizer) -> None:
+        """Sum the pseudo-gradients theta_outer - theta_i (compressed as BSP_COMPRESSION says), step theta_outer
+        with their mean, and set every worker's params to it."""
+        with self.recorder.timer("comm"):
+            local = self.fused.read()
+            self.check_finite(local, "parameters")
+            total = self.compressor.allreduce_sum(outer.pseudo_gradient(local), self.iteration)
+            total *= total.dtype.type(1.0 / self.comm.size)
+            outer.step(total)
+            self.fused.write(outer.params)
+
     def end_of_epoch(self, epoch: int) -> None:
         if self.sync_type == SyncType.AVG and self.iteration % self.options.avg_freq:
-            self.average_params()  # validate (and finish) on the common model
+            self.synchronize()  # validate (and finish) on the common model
+
+    # the state carried between exchanges ----------------------------------------------------
+    def rule_state(self) -> dict[str, Any]:
+        """This worker's compressor state; on worker 0 also theta_outer and its momentum (every worker's are
+        the same)."""
+        state: dict[str, Any] = dict(self.compressor.state())
+        if self.outer is not None and self.comm.rank == 0:
+            state.update(self.outer.state())
+        return state
+
+    def restore_exchange_state(self, saved: list[dict[str, Any]]) -> None:
+        """From a checkpoint's ``worker_rule_state``: theta_outer and its momentum (worker 0's); this worker's
+        compressor state when the checkpoint has as many workers and a slot for it, else the compressor starts
+        afresh."""
+        if self.outer is not None and saved and "outer_params" in saved[0]:
+            self.outer.load_state(saved[0])
+        elif self.outer is not None and self.comm.rank == 0:
+            log.warning("RESUME: the checkpoint holds no outer optimizer state; theta_outer starts at its params, "
+                        "with zero momentum")
+        if len(saved) == self.comm.size and self.restored_worker is not None:
+            self.compressor.load_state(saved[self.restored_worker])
+            return
+        if self.comm.rank == 0 and any(key.startswith(self.compressor.name) for key in (saved or [{}])[0]):
+            log.warning("RESUME: a checkpoint of %d workers resumed with %d: the %s state starts afresh",
+                        len(saved), self.comm.size, self.compressor.name)
+        self.reset_exchange_state()
+
+    def reset_exchange_state(self) -> None:
+        """Forget what the compressor carries between exchanges (error feedback, PowerSGD's Q), every worker at
+        once: when the workers change (a resume with another number of workers; issue 37's elastic sessions)."""
+        self.compressor.reset()
+
+    def bytes_sent(self) -> int:
+        """What the exchanger's sums and broadcasts sent (:mod:`theanompi.comm.traffic`)."""
+        return self.exchanger.sent.total
 
     def summary(self) -> dict:
         return {"sync_type": self.options.sync_type,
-                "gradient_buckets": len(self.reducer.buckets) if self.reducer is not None else 0}
+                "gradient_buckets": len(self.reducer.buckets) if self.reducer is not None else 0,
+                "compression": self.compressor.name,
+                "outer_optimizer": self.options.outer_optimizer if self.sync_type == SyncType.AVG else "none"}
 
     def _check_update_vector(self, vector) -> None:
         name = type(self.model).__name__

@@ -93,6 +93,7 @@ from typing import Any
 
 import numpy as np
 
+from theanompi.comm.traffic import SentBytes
 from theanompi.core.polling import poll_until
 from theanompi.core.session_options import GOSGDOptions
 from theanompi.models.contract import SyncType
@@ -203,6 +204,7 @@ class GOSGDWorker(WorkerLoop[GOSGDOptions]):
         self.sent = np.zeros(self.size, dtype=np.int64)      # messages sent to each peer
         self.received = np.zeros(self.size, dtype=np.int64)  # messages received from each peer
         self.idle_merges = 0  # merged while waiting for peers at an epoch boundary
+        self.traffic = SentBytes()  # the bytes of the start, the pushes and the consensus (theanompi.comm.traffic)
         self.pending: list[tuple[Any, np.ndarray]] = []  # (Isend request, its buffer)
         self.free: list[np.ndarray] = []
         self._at_boundary = False
@@ -234,15 +236,44 @@ class GOSGDWorker(WorkerLoop[GOSGDOptions]):
         return np.random.default_rng([self.options.seed, self.rank, 1611, start_epoch])
 
     def start_rule(self) -> None:
-        """Check the workers agree, start from rank 0's params (or the checkpoint's)."""
+        """Check the workers agree, start from rank 0's params (or the checkpoint's, :meth:`resumed_weight`)."""
         comm = self.comm
-        check_agreement(comm, n_params=self.fused.size, param_dtype=str(self.fused.dtype), n_epochs=self.n_epochs)
+        # checkpoints inside an epoch meet every worker at the same step: their shards must be as long
+        same_steps = {"n_batch_train": self.model.data.n_batch_train} if self.options.checkpoint_every_iters else {}
+        check_agreement(comm, n_params=self.fused.size, param_dtype=str(self.fused.dtype), n_epochs=self.n_epochs,
+                        **same_steps)
         if self.restored is None:
-            comm.Bcast(self.fused.read(), root=0)  # every worker starts from rank 0's params
+            flat = self.fused.read()
+            self.traffic.bcast(flat, self.size, root=self.rank == 0)
+            comm.Bcast(flat, root=0)  # every worker starts from rank 0's params
             self.fused.write(self.fused.buffer)
-        elif int(self.restored["n_workers"]) == self.size:
-            self.weight = float(self.restored["worker_rule_state"][self.rank]["weight"])
+        else:
+            self.weight = self.resumed_weight(self.restored, self.restored_worker)
         self.rng = self.push_generator(self.start_epoch)
+
+    def resumed_weight(self, payload: dict[str, Any], slot: int | None) -> float:
+        """This worker's gossip weight after a resume (collective): its own saved weight, ``1/N`` for a worker that
+        joins; at another number of workers, the weights renormalised to sum to 1 (a lost worker's share goes to
+        the others in proportion)."""
+        states = payload.get("worker_rule_state") or []
+        saved = states[slot].get("weight") if slot is not None and slot < len(states) else None
+        weight = float(saved) if isinstance(saved, float | int) else 1.0 / self.size
+        if int(payload["n_workers"]) == self.size and slot is not None:
+            return weight
+        total = float(self.comm.allreduce(weight))
+        if self.rank == 0:
+            log.info("GOSGD: the weights of %d workers renormalised to sum to 1 (they summed to %.6f)",
+                     self.size, total)
+        return weight / total
+
+    def world_size_note(self) -> str:
+        return ("workers that continue keep their parameters and weight, workers that join start from the weighted "
+                "consensus with weight 1/N; the weights are renormalised to sum to 1")
+
+    def sync_inside_epoch(self) -> None:
+        """Every worker at the same step before a checkpoint inside an epoch (messages merged while waiting)."""
+        if not self._at_boundary:
+            self.wait_for_peers()
 
     # ----- exchanges -----------------------------------------------------------------
     def gossip_state(self) -> np.ndarray:
@@ -269,6 +300,7 @@ class GOSGDWorker(WorkerLoop[GOSGDOptions]):
         self.weight *= 0.5
         buf = self.free.pop() if self.free else np.empty_like(self.recv_buf)
         pack_message(params, self.weight, buf)
+        self.traffic.message(buf)
         request = self.gcomm.Isend([buf, self._mpi.BYTE], dest=peer, tag=GOSSIP_TAG)
         self.pending.append((request, buf))
         self.sent[peer] += 1
@@ -383,6 +415,8 @@ class GOSGDWorker(WorkerLoop[GOSGDOptions]):
         np.multiply(self.gossip_state(), self.weight, out=consensus[:-1])
         consensus[-1] = self.weight
         # reduce + bcast rather than allreduce: every worker gets bit-identical parameters
+        self.traffic.reduce(consensus, self.size, root=self.rank == 0)
+        self.traffic.bcast(consensus, self.size, root=self.rank == 0)
         self.comm.Reduce(MPI.IN_PLACE if self.rank == 0 else consensus, consensus if self.rank == 0 else None,
                          op=MPI.SUM, root=0)
         self.comm.Bcast(consensus, root=0)
@@ -430,6 +464,9 @@ class GOSGDWorker(WorkerLoop[GOSGDOptions]):
 
     def summary(self) -> dict[str, Any]:
         return dict(self._final)
+
+    def bytes_sent(self) -> int:
+        return self.traffic.total
 
     def worker_record(self) -> dict[str, Any]:
         """This worker's counters for ``summary.json``'s ``per_worker`` list."""

@@ -22,7 +22,7 @@ from theanompi.models.loader import theano_era_hint
 from theanompi.rules import get_rule
 from theanompi.runtime.rank_context import RankContext
 from theanompi.session.rank_status import status_path, write_status
-from theanompi.session.remote import load_rank_spec, report_to_launcher
+from theanompi.session.remote import Heartbeat, is_remote_rank, load_rank_spec, report_to_launcher
 from theanompi.session.spec import SessionSpec
 from theanompi.session.watchdog import Watchdog
 
@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     if options.watchdog:  # every phase of every rank, from here on
         Watchdog(options.watchdog, status_path(spec.run_dir, rank, "stall"), who,
                  build_timeout=options.watchdog_build, root=spec.run_dir).start()
+        if is_remote_rank():  # the launcher hears it is alive: a host gone silent is found within WATCHDOG
+            Heartbeat(spec, rank, every=min(5.0, max(0.5, options.watchdog / 4))).start()
     try:
         ctx = RankContext(spec=spec, rank=comm.rank, role=role, device=device, comm=comm)
         get_rule(spec.rule).run_rank(ctx)

@@ -68,10 +68,15 @@ def validate(model: Any, recorder: Recorder, comm: Any) -> dict[str, float]:
     return metrics
 
 
-def train_metrics(recorder: Recorder, comm: Any) -> dict[str, float]:
-    """Epoch training loss/error averaged over all ranks' samples, and the sample count."""
-    loss_sum, err_sum, n = allreduce_sums(comm, recorder.train_sums())
-    return {"train_loss_all": loss_sum / max(n, 1), "train_error_all": err_sum / max(n, 1), "train_samples": int(n)}
+def train_metrics(recorder: Recorder, comm: Any, bytes_sent: int | None = None) -> dict[str, float]:
+    """Epoch training loss/error averaged over all ranks' samples, and the sample count; with ``bytes_sent`` (this
+    rank's exchanges' bytes in the epoch, :mod:`theanompi.comm.traffic`) also their sum over the ranks."""
+    extra = [] if bytes_sent is None else [float(bytes_sent)]
+    loss_sum, err_sum, n, *sent = allreduce_sums(comm, recorder.train_sums() + extra)
+    metrics = {"train_loss_all": loss_sum / max(n, 1), "train_error_all": err_sum / max(n, 1), "train_samples": int(n)}
+    if sent:
+        metrics["bytes_sent"] = int(sent[0])
+    return metrics
 
 
 def format_duration(seconds: float) -> str:
@@ -155,11 +160,13 @@ def learning_rate_record(model: Any) -> dict[str, float]:
 
 
 def epoch_metrics(model: Any, recorder: Recorder, comm: Any, epoch: int, progress: Progress | None,
-                  averaged: Callable[[], Any] | None = None) -> dict[str, Any]:
-    """One epoch's record: training metrics and validation (both over ``comm``'s ranks) and, where
-    ``progress`` is given (the rank that prints), the progress line's timings. ``averaged`` (AVERAGE_WEIGHTS=ema)
-    gives a context manager that puts the averaged weights in the model: they are validated too, as ``ema_val_*``."""
-    metrics: dict[str, Any] = {**train_metrics(recorder, comm), **learning_rate_record(model)}
+                  averaged: Callable[[], Any] | None = None, bytes_sent: int | None = None) -> dict[str, Any]:
+    """One epoch's record: training metrics and validation (both over ``comm``'s ranks), with ``bytes_sent`` (what
+    this rank's exchanges sent in the epoch; every rank of ``comm`` gives it or none does) their sum
+    (``bytes_sent``), and, where ``progress`` is given (the rank that prints), the progress line's timings.
+    ``averaged`` (AVERAGE_WEIGHTS=ema) gives a context manager that puts the averaged weights in the model: they are
+    validated too, as ``ema_val_*``."""
+    metrics: dict[str, Any] = {**train_metrics(recorder, comm, bytes_sent), **learning_rate_record(model)}
     metrics.update(validate(model, recorder, comm))
     in_model = averaged() if averaged is not None else None
     if in_model is not None:

@@ -5,7 +5,9 @@ A checkpoint holds, for every worker, its parameters and its model's extra state
 last completed epoch and the iteration counter (the recorder's position). The
 data order needs no state: it is a pure function of (SEED, epoch).
 
-Files: ``CHECKPOINT_DIR/ckpt-epoch-0003.hkl`` (epoch 3 completed) and
+Files: ``CHECKPOINT_DIR/ckpt-epoch-0003.hkl`` (epoch 3 completed),
+``CHECKPOINT_DIR/ckpt-epoch-0004-at-000000640.hkl`` (CHECKPOINT_EVERY_ITERS: epoch 4 in progress, 640 of its
+samples -- units, :mod:`theanompi.models.data.base` -- consumed; the newest two of these are kept) and
 ``CHECKPOINT_DIR/latest`` naming the newest one; both are replaced by rename,
 so a crash never leaves a half-written checkpoint behind (the temporary file a
 killed writer leaves is removed by the next save). Nothing below the directory's
@@ -47,35 +49,44 @@ log = logging.getLogger("theanompi")
 
 FORMAT = 1
 REQUIRED = ("format", "rule", "epoch", "iteration", "n_workers", "worker_params", "worker_state")
-_CHECKPOINT_NAME = re.compile(r"^ckpt-epoch-(\d+)\.hkl$")
+_CHECKPOINT_NAME = re.compile(r"^ckpt-epoch-(\d+)(?:-at-(\d+))?\.hkl$")
 #: the temporary files of atomic writes into a checkpoint directory (safe_io.temporary_path), with the writer's pid
-_TEMPORARY_NAME = re.compile(r"^\.(?:ckpt-epoch-\d+|latest)\.tmp(\d+)(?:\.hkl)?$")
+_TEMPORARY_NAME = re.compile(r"^\.(?:ckpt-epoch-\d+(?:-at-\d+)?|latest)\.tmp(\d+)(?:\.hkl)?$")
 #: the most ``latest`` holds (one checkpoint's name)
 LATEST_LIMIT = 4096
+#: mid-epoch checkpoints kept (the newest ones; epoch-end checkpoints are all kept)
+KEEP_MID_EPOCH = 2
 
 
-def checkpoint_path(directory, epoch: int) -> Path:
-    """Where the checkpoint of ``epoch`` goes.
+def checkpoint_path(directory, epoch: int, epoch_units: int = 0) -> Path:
+    """Where the checkpoint taken after ``epoch`` (completed; -1: none yet) goes, ``epoch_units`` units into the next.
 
-    >>> checkpoint_path("ckpts", 3).name
-    'ckpt-epoch-0003.hkl'
+    >>> checkpoint_path("ckpts", 3).name, checkpoint_path("ckpts", -1, epoch_units=640).name
+    ('ckpt-epoch-0003.hkl', 'ckpt-epoch-0000-at-000000640.hkl')
     """
+    if epoch_units:
+        return Path(directory) / f"ckpt-epoch-{epoch + 1:04d}-at-{epoch_units:09d}.hkl"
     return Path(directory) / f"ckpt-epoch-{epoch:04d}.hkl"
 
 
 def save_checkpoint(directory, payload: dict, root=None) -> Path:
-    """Write ``payload`` as the checkpoint of epoch ``payload['epoch']``; update ``latest``. ``root``: the directory
-    from which ``directory`` is reached without following a link (RUN_DIR for the default ``RUN_DIR/checkpoints``;
-    default: ``directory`` itself, created with its parents)."""
+    """Write ``payload`` as the checkpoint after epoch ``payload['epoch']`` (and ``payload['epoch_units']`` units of
+    the next, if any); update ``latest``; keep the newest :data:`KEEP_MID_EPOCH` mid-epoch checkpoints. ``root``: the
+    directory from which ``directory`` is reached without following a link (RUN_DIR for the default
+    ``RUN_DIR/checkpoints``; default: ``directory`` itself, created with its parents)."""
     directory = Path(directory)
     if root is None or Path(root) == directory:
         directory.mkdir(parents=True, exist_ok=True)
         root = directory
     with Folder.open(root, directory.relative_to(root), create=True, label="CHECKPOINT_DIR") as folder:
         remove_stale_temporaries(folder)
-    path = save_hickle_atomically({"format": FORMAT, **payload}, checkpoint_path(directory, payload["epoch"]),
-                                  root=root, label="CHECKPOINT_DIR")
+    target = checkpoint_path(directory, int(payload["epoch"]), int(payload.get("epoch_units", 0)))
+    path = save_hickle_atomically({"format": FORMAT, **payload}, target, root=root, label="CHECKPOINT_DIR")
     atomic_write_text(directory / "latest", path.name + "\n", root=root, label="CHECKPOINT_DIR")
+    with Folder.open(root, directory.relative_to(root), label="CHECKPOINT_DIR") as folder:
+        mid_epoch = [p for p in checkpoints_newest_first(folder) if "-at-" in p.name]
+        for old in mid_epoch[KEEP_MID_EPOCH:]:
+            folder.discard(old.name)  # a link is removed, never followed
     return path
 
 
@@ -104,23 +115,38 @@ def remove_stale_temporaries(directory) -> list[Path]:
     return removed
 
 
-def checkpoint_epoch(path: Path) -> int | None:
-    """The epoch in a checkpoint's file name (None for another name)."""
+def checkpoint_order(path: Path) -> tuple[int, int] | None:
+    """Where in training a checkpoint's file name says it was taken: (the epoch in progress after it, units of that
+    epoch consumed); None for another name. Later checkpoints order higher.
+
+    >>> checkpoint_order(Path("ckpt-epoch-0002.hkl")), checkpoint_order(Path("ckpt-epoch-0003-at-000000640.hkl"))
+    ((3, 0), (3, 640))
+    """
     match = _CHECKPOINT_NAME.match(Path(path).name)
-    return int(match.group(1)) if match else None
+    if not match:
+        return None
+    if match.group(2) is None:
+        return int(match.group(1)) + 1, 0
+    return int(match.group(1)), int(match.group(2))
 
 
 def checkpoints_newest_first(directory) -> list[Path]:
-    """The checkpoint files of ``directory``, the highest epoch first (UnexpectedEntry for one that is not a regular
-    file: a link, a FIFO, a directory)."""
-    with Folder.open(directory, label="RESUME") as folder:
-        found = []
-        for name in folder.names():
-            epoch = checkpoint_epoch(Path(name))
-            if epoch is not None:
-                folder.expect(name, directory=False)
-                found.append((epoch, folder.path / name))
-    return [p for epoch, p in sorted(found, reverse=True)]
+    """The checkpoint files of ``directory`` (a path or an open :class:`Folder`), the latest in training first
+    (UnexpectedEntry for one that is not a regular file: a link, a FIFO, a directory)."""
+    if not isinstance(directory, Folder):
+        try:
+            folder = Folder.open(directory, label="RESUME")
+        except FileNotFoundError:  # no directory yet: no checkpoint
+            return []
+        with folder:
+            return checkpoints_newest_first(folder)
+    found = []
+    for name in directory.names():
+        order = checkpoint_order(Path(name))
+        if order is not None:
+            directory.expect(name, directory=False)
+            found.append((order, directory.path / name))
+    return [p for order, p in sorted(found, reverse=True)]
 
 
 def check_checkpoint_file(path: Path, inside: bool) -> None:
@@ -150,7 +176,7 @@ def latest_checkpoint(directory) -> tuple[Path | None, str]:
         return None, f"'latest' cannot be read ({err.strerror or err})"
     if not text:
         return None, "'latest' is empty"
-    if checkpoint_epoch(Path(text)) is None or Path(text).name != text:
+    if checkpoint_order(Path(text)) is None or Path(text).name != text:
         return None, f"'latest' names {text[:200]!r}, not a checkpoint of this directory"
     path = Path(directory) / text
     if not os.path.lexists(path):
@@ -193,8 +219,11 @@ def check_fields(path, payload: dict) -> None:
     theanompi.core.errors.ConfigError: RESUME='c.hkl': the checkpoint's epoch is -1, not an integer >= 0 ...
     """
     n_workers = payload["n_workers"]
+    units = payload.get("epoch_units", 0)
     checks = [("rule", isinstance(payload["rule"], str), "a rule's name"),
-              ("epoch", _is_int(payload["epoch"], 0), "an integer >= 0"),
+              ("epoch_units", _is_int(units, 0), "an integer >= 0"),
+              ("epoch", _is_int(payload["epoch"], 0) or (_is_int(payload["epoch"], -1) and _is_int(units, 1)),
+               "an integer >= 0 (-1 only inside the first epoch)"),
               ("iteration", _is_int(payload["iteration"], 0), "an integer >= 0"),
               ("n_workers", _is_int(n_workers, 1), "an integer >= 1")]
     for name in ("worker_params", "worker_state"):
@@ -203,7 +232,7 @@ def check_fields(path, payload: dict) -> None:
                        and all(isinstance(v, list) for v in value), "a list of one list per worker"))
     for name, ok, expected in checks:
         if not ok:
-            raise ConfigError(f"RESUME={str(path)!r}: the checkpoint's {name} is {str(payload[name])[:80]}, not "
+            raise ConfigError(f"RESUME={str(path)!r}: the checkpoint's {name} is {str(payload.get(name))[:80]}, not "
                               f"{expected} (a damaged or foreign file)")
 
 
@@ -262,7 +291,8 @@ def load_newest_intact(path) -> tuple[Path, dict]:
             raise ConfigError(f"RESUME={str(path)!r}: the directory holds no checkpoint ({why})")
         candidates = every
     else:  # a newer file than 'latest' names was being written when 'latest' was last updated
-        candidates = [newest] + [p for p in every if (checkpoint_epoch(p) or 0) < (checkpoint_epoch(newest) or 0)]
+        newest_order = checkpoint_order(newest) or (0, 0)
+        candidates = [newest] + [p for p in every if (checkpoint_order(p) or (0, 0)) < newest_order]
     errors = []
     for candidate in candidates:
         try:
@@ -334,3 +364,43 @@ def nothing_to_train(resume: str, epochs_done: int, n_epochs: int) -> str:
     """
     return (f"RESUME={resume!r}: the checkpoint is at epoch {epochs_done} of {n_epochs}: nothing to train; "
             "its model is the final model")
+
+
+def resume_position(payload: dict) -> tuple[int, int]:
+    """(the epoch a session resumed from this checkpoint trains first, units of it already consumed).
+
+    >>> resume_position({"epoch": 2}), resume_position({"epoch": -1, "epoch_units": 640})
+    ((3, 0), (0, 640))
+    """
+    return int(payload["epoch"]) + 1, int(payload.get("epoch_units", 0))
+
+
+def consensus(payload: dict) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The workers' common model of a checkpoint, for a session resumed at another number of workers: the
+    parameters of :func:`final_params` and the optimizer state averaged over the workers that saved one (in
+    float64; identical workers' state, BSP ``cdd``'s, comes back bit for bit).
+
+    Example
+    -------
+    >>> params, state = consensus({"worker_params": [[np.ones(2)], [np.ones(2)]],
+    ...                            "worker_state": [[np.zeros(2)], [np.full(2, 2.0)]]})
+    >>> params[0].tolist(), state[0].tolist()
+    ([1.0, 1.0], [1.0, 1.0])
+    """
+    params = final_params(payload)
+    gossip = any(isinstance(s, dict) and "weight" in s for s in payload.get("worker_rule_state") or [])
+    if "centre" not in payload and not gossip:  # BSP, ASGD: their mean (avg's workers differ inside an epoch)
+        rows = [[np.asarray(p) for p in ps] for ps in payload["worker_params"]]
+        params = _mean(rows) if not all(_same(rows[0], r) for r in rows[1:]) else rows[0]
+    states = [[np.asarray(v) for v in row] for row in payload["worker_state"] if len(row)]
+    return params, (_mean(states) if states else [])
+
+
+def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
+
+
+def _mean(rows: list[list[np.ndarray]]) -> list[np.ndarray]:
+    """Element-wise mean over ``rows`` (lists of arrays of the same shapes), in float64, cast back."""
+    return [(np.sum([np.asarray(r[i], dtype=np.float64) for r in rows], axis=0) / len(rows)).astype(rows[0][i].dtype)
+            for i in range(len(rows[0]))]

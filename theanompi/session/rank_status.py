@@ -7,6 +7,10 @@ Every rank leaves one small file per event, ``RUN_DIR/ranks/rank-N.STATE``:
 * ``failed``: one line naming the rank and its error;
 * ``stall``: the JSON record its watchdog wrote (``theanompi.session.watchdog``).
 
+and two files of the session, not of a rank: ``stop.request``, which an elastic launcher writes to have the
+session stop at its next checkpoint (to restart it with more workers, :mod:`theanompi.launch.elastic`), and
+``stopped.json``, which rank 0 writes when the session stopped so, naming that checkpoint.
+
 The rank entry point (``theanompi.rules.rank_main``) and the watchdog write them; the
 launcher (``theanompi.launch.mpiexec``, ``theanompi.session.remote``) reads them; the run
 directory's claim (``theanompi.session.run_dir``) empties the folder for a new session.
@@ -130,3 +134,41 @@ def lost_ranks(run_dir: str | Path, n_ranks: int) -> list[int]:
     return [r for r in range(n_ranks)
             if has_status(run_dir, r, "pid") and not has_status(run_dir, r, "done")
             and not has_status(run_dir, r, "failed")]
+
+
+#: the launcher's request that the session stop at its next checkpoint, and rank 0's answer that it did
+STOP_REQUEST, STOPPED = "stop.request", "stopped.json"
+
+
+def request_stop(run_dir: str | Path, reason: str) -> Path:
+    """Ask the ranks of the session in ``run_dir`` to stop at their next checkpoint (rank 0 reads it there)."""
+    path = status_dir(run_dir) / STOP_REQUEST
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return atomic_write_text(path, reason.rstrip("\n") + "\n")
+
+
+def stop_requested(run_dir: str | Path) -> bool:
+    """Whether the launcher asked the session to stop at its next checkpoint.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); _ = request_stop(d, "grow to 3 workers")
+    >>> stop_requested(d), read_stopped(d)
+    (True, None)
+    >>> _ = write_stopped(d, {"checkpoint": "ckpt-epoch-0001.hkl"}); read_stopped(d)
+    {'checkpoint': 'ckpt-epoch-0001.hkl'}
+    """
+    return (status_dir(run_dir) / STOP_REQUEST).exists()
+
+
+def write_stopped(run_dir: str | Path, record: dict) -> Path:
+    """Rank 0: the session stopped at a checkpoint as asked (``record`` names it)."""
+    return atomic_write_text(status_dir(run_dir) / STOPPED, json.dumps(record))
+
+
+def read_stopped(run_dir: str | Path) -> dict | None:
+    """What :func:`write_stopped` wrote (None: the session did not stop on request)."""
+    try:
+        record = json.loads((status_dir(run_dir) / STOPPED).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None

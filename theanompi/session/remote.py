@@ -10,7 +10,10 @@ directory). Two things then travel through mpiexec instead of files:
   and also prints one status line per event (started, done, failed) on stderr,
   which mpiexec forwards to the launcher; :class:`RemoteRanks` reads them out of
   mpiexec's stderr and says which rank on which host ended how, and where its
-  records are.
+  records are;
+* that it is still there: such a rank also prints an ``alive`` line every few seconds
+  (:class:`Heartbeat`), so that a host whose link went down -- its ranks' messages stop,
+  nothing fails -- is found silent (:meth:`RemoteRanks.silent`) and named within WATCHDOG.
 
 Ranks on the launcher's host are untouched: no variable, no status lines.
 
@@ -34,9 +37,11 @@ import os
 import re
 import socket
 import sys
+import threading
+import time
 import zlib
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from theanompi.core.no_follow import read_bounded
@@ -55,7 +60,7 @@ _ABORTED_RANK_RE = re.compile(r"due to process rank (\d+) with PID \d+ on node \
 
 @dataclass(frozen=True)
 class RankStatus:
-    """One event of a rank on another host: ``state`` is 'started', 'done' or 'failed'."""
+    """One event of a rank on another host: ``state`` is 'started', 'alive' (a heartbeat), 'done' or 'failed'."""
 
     rank: int
     state: str
@@ -131,20 +136,52 @@ def report_to_launcher(spec: SessionSpec, rank: int, state: str, message: str = 
     sys.stderr.flush()
 
 
+class Heartbeat(threading.Thread):
+    """On a rank on another host: an ``alive`` status line every ``every`` seconds, for as long as the process
+    lives (nothing on the launcher's host)."""
+
+    def __init__(self, spec: SessionSpec, rank: int, every: float):
+        super().__init__(name="theanompi-heartbeat", daemon=True)
+        self.spec, self.rank, self.every = spec, rank, every
+
+    def run(self) -> None:
+        while True:
+            time.sleep(self.every)
+            try:
+                report_to_launcher(self.spec, self.rank, "alive")
+            except (OSError, ValueError):  # stderr closed: the session is ending
+                return
+
+
 class RemoteRanks:
     """The launcher's view of the ranks on other hosts, built from their status lines."""
 
     def __init__(self, run_dir: str | Path):
         self.run_dir = Path(run_dir)
         self.latest: dict[int, RankStatus] = {}
+        self.heard: dict[int, float] = {}  # rank -> when its last status line came (time.monotonic)
 
     def feed(self, line: str) -> bool:
         """Take ``line`` if it is a status line (True); other lines are left to the caller (False)."""
         status = parse_status_line(line)
         if status is None:
             return False
-        self.latest[status.rank] = status
+        self.heard[status.rank] = time.monotonic()
+        if status.state != "alive" or status.rank not in self.latest:
+            self.latest[status.rank] = status if status.state != "alive" else replace(status, state="started")
         return True
+
+    def silent(self, limit: float, now: float | None = None) -> dict[int, str]:
+        """Remote ranks that started, have not ended, and were not heard for ``limit`` seconds: rank -> host.
+
+        >>> remote = RemoteRanks("/tmp/run")
+        >>> _ = remote.feed(status_line(RankStatus(rank=2, state="alive", host="node2", run_dir="/tmp/run")))
+        >>> remote.silent(10.0), remote.silent(10.0, now=time.monotonic() + 11)
+        ({}, {2: 'node2'})
+        """
+        now = time.monotonic() if now is None else now
+        return {r: s.host for r, s in sorted(self.latest.items())
+                if s.state == "started" and now - self.heard.get(r, now) > limit}
 
     def where(self, status: RankStatus) -> str:
         """Where the records of ``status``'s rank are, as a clause for a message."""
@@ -170,21 +207,29 @@ class RemoteRanks:
         ``rank_hosts``: each session rank's host, '' for this host. None on one host or
         for any other failure.
         """
-        if not any(rank_hosts) or not _CONNECTION_LOST_RE.search(mpiexec_output):
+        lost = self.lost_hosts(mpiexec_output, rank_hosts)
+        if not lost:
             return None
-        peer = _PEER_HOST_RE.search(mpiexec_output)
         reporter = _ABORTED_RANK_RE.search(mpiexec_output)
-        if peer and peer.group(1) in rank_hosts:
-            lost = {peer.group(1)}
-        elif reporter and int(reporter.group(1)) < len(rank_hosts):
-            lost = set(rank_hosts) - {rank_hosts[int(reporter.group(1))]}
-        else:
-            return None
         silent = [r for r, host in enumerate(rank_hosts) if host in lost and not self._ended(r)]
         names = ", ".join(sorted(h or socket.gethostname() for h in lost))
         who = ", ".join(describe(r) for r in silent) or "its ranks"
         seen_by = f"; {describe(int(reporter.group(1)))} lost its connection to them" if reporter else ""
         return f"lost host {names}: {who} stopped without reporting an error (killed, or the host went down){seen_by}"
+
+    @staticmethod
+    def lost_hosts(mpiexec_output: str, rank_hosts: list[str]) -> set[str]:
+        """The hosts (as ``rank_hosts`` names them, '' for this one) whose ranks vanished when a rank aborted on a
+        closed connection (see :meth:`lost_host`); empty for any other failure."""
+        if not any(rank_hosts) or not _CONNECTION_LOST_RE.search(mpiexec_output):
+            return set()
+        peer = _PEER_HOST_RE.search(mpiexec_output)
+        reporter = _ABORTED_RANK_RE.search(mpiexec_output)
+        if peer and peer.group(1) in rank_hosts:
+            return {peer.group(1)}
+        if reporter and int(reporter.group(1)) < len(rank_hosts):
+            return set(rank_hosts) - {rank_hosts[int(reporter.group(1))]}
+        return set()
 
     def _ended(self, rank: int) -> bool:
         """Whether ``rank`` reported an end: a status line, or a status file in this host's RUN_DIR."""

@@ -48,6 +48,11 @@ class SessionSpec:
     #: with RESUME: the epoch (0-based, completed) and iteration of the checkpoint the session continues from (and,
     #: for EASGD, ``worker_iterations``: each worker's steps)
     resume_point: dict[str, Any] | None = None
+    #: with RESUME: for each worker, the checkpoint's worker whose state it continues (None: a worker that joins,
+    #: started as its rule starts one); None: worker k takes the checkpoint's worker k where there is one
+    resume_slots: list[int | None] | None = None
+    #: the restart of an elastic session that started this session (the entry of summary.json's "restarts")
+    restart: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         return json.dumps({**asdict(self), "options": self.options.to_dict()}, indent=2, sort_keys=True)

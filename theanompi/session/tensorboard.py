@@ -5,10 +5,13 @@ Every recorder that writes records (:class:`~theanompi.session.recorder.Recorder
 
 * per epoch (step: the epoch, from 1): ``train/loss``, ``train/error``, ``val/loss``, ``val/error``,
   ``val/accuracy`` (``val/error_top5`` for Theano-MPI models), ``speed/samples_per_s`` and ``time/calc_s``,
-  ``time/comm_s``, ``time/wait_s``, ``time/compile_s``, ``time/epoch_s`` -- whichever the record has;
+  ``time/comm_s``, ``time/wait_s``, ``time/compile_s``, ``time/epoch_s`` and ``comm/bytes_sent`` (the bytes the
+  workers' exchanges sent in the epoch, :mod:`theanompi.comm.traffic`) -- whichever the record has;
 * per iteration (step: iterations done, every ``TENSORBOARD_EVERY``): ``train/loss_per_iteration``, the mean loss
   of the batches this recorder saw since the previous point (worker 0's; EASGD's server: the workers' reports);
-* as text: ``session/options`` (rule, devices, model, every option) at the start, ``session/summary`` at the end.
+* as text: ``session/options`` (rule, devices, model, every option) at the start, ``session/summary`` at the end;
+* a restart of an elastic session (step: the iteration it resumes at): ``session/restart`` (why, from which
+  checkpoint, the workers before and after) and the scalar ``elastic/workers`` (the workers after it).
 
 The session's records (``RUN_DIR``) go to ``RUN_DIR/tensorboard/``; records a rule keeps per worker
 (``RUN_DIR/workers/worker-K``, EASGD) to ``RUN_DIR/tensorboard/workers/worker-K/``: TensorBoard shows each
@@ -69,6 +72,7 @@ EPOCH_TAGS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("wait_s",), "time/wait_s"),
     (("compile_s",), "time/compile_s"),
     (("epoch_s",), "time/epoch_s"),
+    (("bytes_sent",), "comm/bytes_sent"),
 )
 ITERATION_TAG = "train/loss_per_iteration"
 #: the event files' names (TensorBoard finds them by this prefix)
@@ -189,6 +193,13 @@ class Board:
         self.events.text("session/options", _table(("key", "value"), rows))
         self.events.flush()
 
+    def restart(self, entry: Mapping[str, Any]) -> None:
+        """An elastic session's restart (``summary.json["restarts"]``'s entry), at the iteration it resumes at."""
+        step = int(entry.get("iteration") or 0)
+        self.events.text("session/restart", _table(("entry", "value"), list(entry.items())), step=step)
+        self.events.scalars(step, {"elastic/workers": float(entry.get("workers_after") or 0)})
+        self.events.flush()
+
     def summary(self, summary: Mapping[str, Any]) -> None:
         """``summary.json``'s content, as a table (each worker's record as a row of its own table)."""
         rows = [(key, value) for key, value in summary.items() if key != "per_worker"]
@@ -231,6 +242,8 @@ def open_board(spec: SessionSpec, records_dir: Path) -> Board | None:
         return None
     board = Board(EventFile(board_dir(spec.run_dir, records_dir), root=spec.run_dir), spec.options.tensorboard_every)
     board.options(spec)
+    if spec.restart is not None and Path(records_dir) == spec.run_dir:
+        board.restart(spec.restart)
     return board
 
 

@@ -7,7 +7,7 @@ names (BSP_EXCH_STRATEGY):
 strategy  buffers  how
 ========  =======  ==========================================================
 ar        host     MPI allreduce (``mpi.py``)
-ar16      host     fp16 on the wire, fp32 accumulation, over MPI (``fp16.py``)
+ar16      host     fp16 on the wire, fp32 accumulation, over MPI (``fp16.py``): BSP_COMPRESSION=fp16
 nccl32    GPU      NCCL allreduce of one fused buffer (``nccl.py``)
 nccl16    GPU      fp16 on the wire, fp32 accumulation, over NCCL send/recv
 cudampi   GPU      MPI on device buffers; host-staged if MPI is not CUDA-aware
@@ -51,22 +51,30 @@ def check_strategy(strategy: str, devices) -> None:
         require_cupy(strategy, nccl=strategy.startswith("nccl"))
 
 
-def make_exchanger(strategy: str, comm) -> Exchanger:
-    """The exchanger for ``strategy`` over the mpi4py communicator ``comm`` (collective)."""
+def make_exchanger(strategy: str, comm, half: str | None = None) -> Exchanger:
+    """The exchanger for ``strategy`` over the mpi4py communicator ``comm`` (collective).
+
+    ``half`` ('fp16' or 'bf16', from BSP_COMPRESSION): sums with that 16-bit codec on the wire
+    (:mod:`theanompi.comm.exchange.fp16`); ``ar16`` and ``nccl16`` are fp16 already.
+    """
+    wire16 = {"ar16": "fp16", "nccl16": "fp16"}.get(strategy, half)
+    if half is not None and half != wire16 or wire16 is not None and strategy not in ("ar", "ar16", "nccl16"):
+        raise ConfigError(f"BSP_COMPRESSION={half}: BSP_EXCH_STRATEGY={strategy!r} cannot send {half} "
+                          "(the 16-bit codecs run over ar; nccl16 is fp16 over NCCL)")
+    if wire16 is not None:
+        from theanompi.comm.exchange.fp16 import CODECS, HalfExchanger  # noqa: PLC0415 - loaded only where used
+
+        if strategy == "nccl16":
+            from theanompi.comm.exchange.nccl import NcclTransport  # noqa: PLC0415 - loaded only where used
+
+            return HalfExchanger(NcclTransport(comm, strategy), CODECS[wire16])
+        from theanompi.comm.exchange.transport import MPITransport  # noqa: PLC0415 - loaded only where used
+
+        return HalfExchanger(MPITransport(comm), CODECS[wire16])
     if strategy == "ar":
         from theanompi.comm.exchange.mpi import MPIExchanger  # noqa: PLC0415 - imports mpi4py, which starts MPI
 
         return MPIExchanger(comm)
-    if strategy in ("ar16", "nccl16"):
-        from theanompi.comm.exchange.fp16 import Fp16Exchanger  # noqa: PLC0415 - a transport loads only where used
-
-        if strategy == "ar16":
-            from theanompi.comm.exchange.transport import MPITransport  # noqa: PLC0415 - loaded only where used
-
-            return Fp16Exchanger(MPITransport(comm))
-        from theanompi.comm.exchange.nccl import NcclTransport  # noqa: PLC0415 - a transport loads only where used
-
-        return Fp16Exchanger(NcclTransport(comm, strategy))
     if strategy == "nccl32":
         from theanompi.comm.exchange.nccl import Nccl32Exchanger  # noqa: PLC0415 - a transport loads only where used
 

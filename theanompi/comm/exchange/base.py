@@ -2,7 +2,8 @@
 
 Host exchangers (``memory = "host"``) take NumPy buffers and work in place;
 device exchangers (``memory = "device"``) take CuPy buffers on the rank's GPU.
-Callers use the returned array (the same buffer for every exchanger here).
+Callers use the returned array (the same buffer for every exchanger here). Every exchanger counts what its
+calls send in :attr:`Exchanger.sent` (:mod:`theanompi.comm.traffic`: an allreduce as a ring's share per rank).
 
 :meth:`Exchanger.start_allreduce_sum` starts a sum and returns a :class:`PendingSum` to complete it later
 (``Iallreduce`` over MPI), so that several sums can be in flight while the caller computes (BSP's buckets
@@ -29,6 +30,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from theanompi.backend.arrays import namespace_of
+from theanompi.comm.traffic import SentBytes
 
 
 class PendingSum:
@@ -76,6 +78,11 @@ class Exchanger(ABC):
     #: whether :meth:`start_allreduce_sum` returns while the sum is still under way (MPI ``Iallreduce``, NCCL
     #: enqueued on a CUDA stream); only then does BSP overlap the exchange with backward
     nonblocking: bool = False
+
+    def __init__(self) -> None:
+        #: the bytes this rank's sums and broadcasts sent (:mod:`theanompi.comm.traffic`); an exchanger over a
+        #: transport shares the transport's
+        self.sent = SentBytes()
 
     @abstractmethod
     def allreduce_sum(self, buf):

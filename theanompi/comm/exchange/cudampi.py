@@ -119,6 +119,7 @@ class CudaMPIExchanger(Exchanger):
     nonblocking = True
 
     def __init__(self, comm, cuda_aware: bool | None = None):
+        super().__init__()
         self.comm = comm
         self.size = comm.Get_size()
         self.staging = MPIStaging(cuda_aware)
@@ -131,6 +132,7 @@ class CudaMPIExchanger(Exchanger):
             from mpi4py import MPI  # noqa: PLC0415 - importing mpi4py starts MPI
 
             staged = self.staging.sendable(buf)  # buf itself, or a fresh host copy reduced in place
+            self.sent.allreduce(staged, self.size)
             self.comm.Allreduce(MPI.IN_PLACE, staged, op=MPI.SUM)
             self.staging.landed(staged, buf)
         return buf
@@ -143,12 +145,14 @@ class CudaMPIExchanger(Exchanger):
         from mpi4py import MPI  # noqa: PLC0415 - importing mpi4py starts MPI
 
         staged = self.staging.sendable(buf)
+        self.sent.allreduce(staged, self.size)
         return PendingSum(buf, self.comm.Iallreduce(MPI.IN_PLACE, staged, op=MPI.SUM),
                           on_done=lambda: self.staging.landed(staged, buf))
 
     def bcast(self, buf, root: int = 0):
         if self.size > 1:
             staged = self.staging.sendable(buf)
+            self.sent.bcast(staged, self.size, root=self.comm.Get_rank() == root)
             self.comm.Bcast(staged, root=root)
             self.staging.landed(staged, buf)
         return buf

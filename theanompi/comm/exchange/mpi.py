@@ -25,6 +25,7 @@ class MPIExchanger(Exchanger):
     nonblocking = True
 
     def __init__(self, comm):
+        super().__init__()
         self.comm = comm
         self.size = comm.Get_size()
 
@@ -37,6 +38,7 @@ class MPIExchanger(Exchanger):
     def allreduce_sum(self, buf: np.ndarray) -> np.ndarray:
         self._check(buf)
         if self.size > 1:
+            self.sent.allreduce(buf, self.size)
             self.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
         return buf
 
@@ -46,10 +48,12 @@ class MPIExchanger(Exchanger):
         self._check(buf)
         if self.size == 1:
             return PendingSum(buf)
+        self.sent.allreduce(buf, self.size)
         return PendingSum(buf, self.comm.Iallreduce(MPI.IN_PLACE, buf, op=MPI.SUM))
 
     def bcast(self, buf: np.ndarray, root: int = 0) -> np.ndarray:
         self._check(buf)
         if self.size > 1:
+            self.sent.bcast(buf, self.size, root=self.comm.Get_rank() == root)
             self.comm.Bcast(buf, root=root)
         return buf

@@ -24,6 +24,7 @@ import numpy as np
 
 from theanompi.comm.exchange.base import Exchanger
 from theanompi.comm.exchange.transport import Transport
+from theanompi.comm.traffic import SentBytes
 from theanompi.core.errors import ConfigError
 
 CUDA_EXTRA = "pip install 'theanompi[cuda]'"
@@ -97,11 +98,13 @@ class NcclTransport(Transport):
         self.xp = cupy
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self.nccl_comm = nccl_communicator(comm, strategy)  # also with one rank: the same code path
+        self.sent = SentBytes()
 
     def exchange(self, sends, recvs) -> None:
         from cupy.cuda import nccl  # noqa: PLC0415 - cupy is optional (CUDA only)
 
         stream = _stream()
+        self.sent.message(*(buf for _, buf in sends))
         nccl.groupStart()
         try:
             for peer, buf in sends:
@@ -112,6 +115,7 @@ class NcclTransport(Transport):
             nccl.groupEnd()
 
     def bcast(self, buf, root: int = 0):
+        self.sent.bcast(buf, self.size, root=self.rank == root)
         self.nccl_comm.bcast(buf.data.ptr, buf.size, nccl_dtype(buf.dtype), root, _stream())
         return buf
 
@@ -129,13 +133,16 @@ class Nccl32Exchanger(Exchanger):
     nonblocking = True
 
     def __init__(self, comm):
+        super().__init__()
         self.transport = NcclTransport(comm, "nccl32")
+        self.sent = self.transport.sent  # its broadcasts go through the transport
         self.size = self.transport.size
 
     def allreduce_sum(self, buf):
         from cupy.cuda import nccl  # noqa: PLC0415 - cupy is optional (CUDA only)
 
         ptr = buf.data.ptr
+        self.sent.allreduce(buf, self.size)
         self.transport.nccl_comm.allReduce(ptr, ptr, buf.size, nccl_dtype(buf.dtype), nccl.NCCL_SUM, _stream())
         return buf
 

@@ -24,6 +24,7 @@ from types import ModuleType
 import numpy as np
 
 from theanompi.comm.exchange.cudampi import MPIStaging
+from theanompi.comm.traffic import SentBytes
 
 TAG = 6061
 
@@ -34,6 +35,7 @@ class Transport(ABC):
     rank: int
     size: int
     xp: ModuleType  # array module of the buffers it moves (numpy or cupy)
+    sent: SentBytes  # what its sends and broadcasts sent (theanompi.comm.traffic)
 
     @abstractmethod
     def exchange(self, sends: list[tuple[int, object]], recvs: list[tuple[int, object]]) -> None:
@@ -57,6 +59,7 @@ class MPITransport(Transport):
 
     def __init__(self, comm, xp: ModuleType = np, cuda_aware: bool | None = None):
         self.comm = comm.Dup()
+        self.sent = SentBytes()
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         self.xp = xp
         self.staging = MPIStaging(cuda_aware if xp is not np else False)
@@ -67,6 +70,7 @@ class MPITransport(Transport):
         landing = [(self.staging.receivable(buf), buf) for _, buf in recvs]
         requests = [self.comm.Irecv([into, MPI.BYTE], source=peer, tag=TAG)
                     for (peer, _), (into, _) in zip(recvs, landing)]
+        self.sent.message(*(buf for _, buf in sends))
         requests += [self.comm.Isend([self.staging.sendable(buf), MPI.BYTE], dest=peer, tag=TAG) for peer, buf in sends]
         MPI.Request.Waitall(requests)
         for into, buf in landing:
@@ -74,5 +78,6 @@ class MPITransport(Transport):
 
     def bcast(self, buf, root: int = 0):
         staged = self.staging.sendable(buf)
+        self.sent.bcast(staged, self.size, root=self.rank == root)
         self.comm.Bcast(staged, root=root)
         return self.staging.landed(staged, buf)

@@ -21,6 +21,7 @@ import numpy as np
 from theanompi.comm.ps import protocol as P
 from theanompi.comm.ps.staleness import STALENESS_MODES
 from theanompi.comm.ps.updaters import UPDATERS
+from theanompi.comm.traffic import SentBytes
 from theanompi.core.errors import TheanoMPIError
 from theanompi.core.polling import poll_until
 
@@ -46,8 +47,14 @@ class PSClient:
         self.comm = comm
         self.servers = list(servers)
         self._done = False
+        self.sent = SentBytes()  # every message this client sent (theanompi.comm.traffic)
 
     # ----- helpers ------------------------------------------------------------------------
+    def _send(self, buf: np.ndarray, dest: int, tag: int) -> None:
+        """Send one message to a server (every message of the client goes here, counted in :attr:`sent`)."""
+        self.sent.message(buf)
+        self.comm.Send(buf, dest=dest, tag=tag)
+
     def _await_reply(self, server: int) -> None:
         """Wait for a reply that may take long (a barrier) without spinning a core: poll, backing off to 2 ms."""
         poll_until(lambda: self.comm.Iprobe(source=server, tag=P.TAG_REPLY), max_sleep=2e-3)
@@ -108,8 +115,8 @@ class PSClient:
                         UPDATERS.index(updater), STALENESS_MODES.index(staleness))
         hyper = np.array([lr, momentum, eps, dc_lambda], dtype=np.float64)
         for srv in self.servers:
-            self.comm.Send(head, dest=srv, tag=P.TAG_REQUEST)
-            self.comm.Send(hyper, dest=srv, tag=P.TAG_PAYLOAD)
+            self._send(head, dest=srv, tag=P.TAG_REQUEST)
+            self._send(hyper, dest=srv, tag=P.TAG_PAYLOAD)
         self._acks(self.servers)
         return TableRef(table_id, num_row, num_col, dtype, P.shard_bounds(num_row, len(self.servers)))
 
@@ -126,10 +133,10 @@ class PSClient:
         for srv, local, pos in parts:
             n_rows = -1 if local is None else len(local)
             version = table.versions.get(srv, 0)  # what this server's shard was at this client's last read
-            self.comm.Send(P.header(op, table.table_id, n_rows, version, flags, *extra), dest=srv, tag=P.TAG_REQUEST)
+            self._send(P.header(op, table.table_id, n_rows, version, flags, *extra), dest=srv, tag=P.TAG_REQUEST)
             if local is not None:
-                self.comm.Send(np.ascontiguousarray(local), dest=srv, tag=P.TAG_PAYLOAD)
-            self.comm.Send(np.ascontiguousarray(data[pos]), dest=srv, tag=P.TAG_PAYLOAD)
+                self._send(np.ascontiguousarray(local), dest=srv, tag=P.TAG_PAYLOAD)
+            self._send(np.ascontiguousarray(data[pos]), dest=srv, tag=P.TAG_PAYLOAD)
         if ack:
             self._acks([srv for srv, _, _ in parts])
 
@@ -151,7 +158,7 @@ class PSClient:
         nobody back): bounded staleness."""
         self._check_open()
         for srv in self.servers:
-            self.comm.Send(P.header(P.CLOCK, 0, -1, 0, 0, value), dest=srv, tag=P.TAG_REQUEST)
+            self._send(P.header(P.CLOCK, 0, -1, 0, 0, value), dest=srv, tag=P.TAG_REQUEST)
 
     def get(self, table: TableRef, rows=None, clock: int | None = None, average: bool = False) -> np.ndarray:
         """The table's values (all rows, or ``rows`` in the order given); ``average=True``: its moving average.
@@ -164,10 +171,9 @@ class PSClient:
         flags = (P.FLAG_CLOCK if clock is not None else 0) | (P.FLAG_AVERAGE if average else 0)
         for srv, local, _ in parts:
             n_rows = -1 if local is None else len(local)
-            self.comm.Send(P.header(P.GET, table.table_id, n_rows, 0, flags, clock or 0), dest=srv,
-                           tag=P.TAG_REQUEST)
+            self._send(P.header(P.GET, table.table_id, n_rows, 0, flags, clock or 0), dest=srv, tag=P.TAG_REQUEST)
             if local is not None:
-                self.comm.Send(np.ascontiguousarray(local), dest=srv, tag=P.TAG_PAYLOAD)
+                self._send(np.ascontiguousarray(local), dest=srv, tag=P.TAG_PAYLOAD)
         errors = []
         for srv, _local, pos in parts:
             head, err = self._reply_header(srv, patient=clock is not None)
@@ -183,11 +189,41 @@ class PSClient:
             raise ServerError(errors[0])
         return out
 
+    def export_table(self, table: TableRef) -> dict:
+        """The whole table and its updater's state, gathered from every server: ``{"values": (rows, cols),
+        "state": {name: (rows, cols)}, "partitions": [(start, stop), ...]}`` (the fixed virtual partitions,
+        :func:`~theanompi.comm.ps.protocol.partition_bounds`, whatever the number of servers)."""
+        self._check_open()
+        for srv in self.servers:
+            self.comm.Send(P.header(P.EXPORT, table.table_id), dest=srv, tag=P.TAG_REQUEST)
+        parts = [self.comm.recv(source=srv, tag=P.TAG_REPLY) for srv in self.servers]
+        errors = [part["error"] for part in parts if "error" in part]
+        if errors:
+            raise ServerError(errors[0])
+        values = np.empty((table.num_row, table.num_col), dtype=table.dtype)
+        names = sorted({name for part in parts for name in part["state"]})
+        state = {name: np.empty_like(values) for name in names}
+        for part in parts:
+            values[part["start"]:part["stop"]] = part["values"]
+            for name in names:
+                state[name][part["start"]:part["stop"]] = part["state"][name]
+        return {"values": values, "state": state, "partitions": P.partition_bounds(table.num_row)}
+
+    def import_table(self, table: TableRef, saved: dict) -> None:
+        """Overwrite the table and its updater's state with what :meth:`export_table` gave (by any number of
+        servers): each server gets its rows, whole virtual partitions, bit for bit."""
+        self.set(table, saved["values"])
+        for srv, (start, stop) in zip(self.servers, table.bounds):
+            self.comm.Send(P.header(P.IMPORT, table.table_id), dest=srv, tag=P.TAG_REQUEST)
+            rows = {name: np.ascontiguousarray(np.asarray(v)[start:stop]) for name, v in saved["state"].items()}
+            self.comm.send(rows, dest=srv, tag=P.TAG_PAYLOAD)
+        self._acks(self.servers)
+
     def stats(self) -> list[dict]:
         """Every server's statistics (adds, gets, staleness per client)."""
         self._check_open()
         for srv in self.servers:
-            self.comm.Send(P.header(P.STATS), dest=srv, tag=P.TAG_REQUEST)
+            self._send(P.header(P.STATS), dest=srv, tag=P.TAG_REQUEST)
         return [self.comm.recv(source=srv, tag=P.TAG_REPLY) for srv in self.servers]
 
     def barrier(self, number: int) -> None:
@@ -195,14 +231,14 @@ class PSClient:
         before its barrier is applied by then (ServerError if the barrier can never complete)."""
         self._check_open()
         for srv in self.servers:
-            self.comm.Send(P.header(P.BARRIER, 0, -1, number), dest=srv, tag=P.TAG_REQUEST)
+            self._send(P.header(P.BARRIER, 0, -1, number), dest=srv, tag=P.TAG_REQUEST)
         self._acks(self.servers, patient=True)
 
     def done(self, wait: bool = False) -> None:
         """Tell every server this client has finished (idempotent); ``wait``: return once every client has."""
         if not self._done:
             for srv in self.servers:
-                self.comm.Send(P.header(P.DONE, flags=P.FLAG_ACK if wait else 0), dest=srv, tag=P.TAG_REQUEST)
+                self._send(P.header(P.DONE, flags=P.FLAG_ACK if wait else 0), dest=srv, tag=P.TAG_REQUEST)
             self._done = True
             if wait:
                 self._acks(self.servers, patient=True)

@@ -3,7 +3,10 @@
 A request is a fixed int64 header (tag REQUEST) followed, from the same source, by
 its payload messages (tag PAYLOAD, in order; MPI keeps their order). A reply is a
 header (tag REPLY) and, for GET, the data. Tables are 2-D (rows x cols); an array
-table is (size, 1). Rows are sharded contiguously over the servers.
+table is (size, 1). Rows are cut into fixed *virtual partitions* (:func:`partition_bounds`, at most
+:data:`VIRTUAL_PARTITIONS`, set by the table's size alone) and every server holds a contiguous range of whole
+partitions (:func:`shard_bounds`): a table saved by one number of servers (EXPORT: its rows and the updater's
+state) maps onto any other number partition by partition, bit for bit (SET, then IMPORT of the state).
 
 BARRIER is answered once every client has sent it. A server handles one
 client's requests in the order sent, so the answer also proves that every
@@ -13,6 +16,8 @@ Example
 -------
 >>> shard_bounds(10, 3)
 [(0, 4), (4, 7), (7, 10)]
+>>> len(partition_bounds(10_000)), shard_bounds(10_000, 2)
+(256, [(0, 5008), (5008, 10000)])
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ TAG_REQUEST, TAG_PAYLOAD, TAG_REPLY = 7001, 7002, 7003
 HEADER_LEN = 8
 
 # operations
-CREATE, SET, ADD, GET, STATS, DONE, BARRIER, CLOCK = range(1, 9)
+CREATE, SET, ADD, GET, STATS, DONE, BARRIER, CLOCK, EXPORT, IMPORT = range(1, 11)
 # reply status
 OK, ERROR = 0, 1
 # header flags
@@ -65,12 +70,32 @@ def bits_float(bits: int) -> float:
     return float(np.int64(bits).view(np.float64))
 
 
-def shard_bounds(num_row: int, n_servers: int) -> list[tuple[int, int]]:
-    """Contiguous [start, stop) row ranges of each server (the first ones get the remainder)."""
-    base, extra = divmod(num_row, n_servers)
+#: the most virtual partitions a table's rows are cut into (a table of fewer rows has one per row)
+VIRTUAL_PARTITIONS = 256
+
+
+def even_split(n: int, parts: int) -> list[tuple[int, int]]:
+    """``range(n)`` cut into ``parts`` contiguous [start, stop) pieces, the first ones one longer."""
+    base, extra = divmod(n, parts)
     bounds, start = [], 0
-    for s in range(n_servers):
-        stop = start + base + (1 if s < extra else 0)
+    for k in range(parts):
+        stop = start + base + (1 if k < extra else 0)
         bounds.append((start, stop))
         start = stop
+    return bounds
+
+
+def partition_bounds(num_row: int) -> list[tuple[int, int]]:
+    """The fixed virtual partitions of a table of ``num_row`` rows: [start, stop) row ranges, a function of the
+    table's size alone (not of the number of servers)."""
+    return even_split(num_row, max(1, min(VIRTUAL_PARTITIONS, num_row)))
+
+
+def shard_bounds(num_row: int, n_servers: int) -> list[tuple[int, int]]:
+    """Contiguous [start, stop) row ranges of each server: whole virtual partitions, the first servers one more."""
+    partitions = partition_bounds(num_row)
+    bounds = []
+    for first, last in even_split(len(partitions), n_servers):
+        start = partitions[first][0] if first < len(partitions) else num_row
+        bounds.append((start, partitions[last - 1][1] if last > first else start))
     return bounds

@@ -51,6 +51,7 @@ from theanompi.comm.ps import protocol as P
 from theanompi.comm.ps.shard import TableShard
 from theanompi.comm.ps.staleness import STALENESS_MODES
 from theanompi.comm.ps.updaters import UPDATERS
+from theanompi.comm.traffic import SentBytes
 from theanompi.core.errors import TheanoMPIError
 from theanompi.core.polling import Backoff
 
@@ -82,6 +83,7 @@ class TableServer:
         self.gets = {c: 0 for c in self.clients}
         self.in_barrier: dict[int, int] = {}  # client -> number of the barrier it waits in
         self.awaiting_shutdown: list[int] = []  # clients whose DONE asked to be answered when all are done
+        self.sent = SentBytes()  # the replies this server sent (theanompi.comm.traffic; its statistics left out)
 
     # ----- loop -------------------------------------------------------------------------
     def serve(self) -> dict:
@@ -117,33 +119,42 @@ class TableServer:
                 self.comm.send(self.stats(), dest=source, tag=P.TAG_REPLY)
             elif op == P.CLOCK:
                 self._clock(source, int(head[P.CLOCK_SLOT]))
+            elif op == P.EXPORT:
+                self._export(source, table_id)
+            elif op == P.IMPORT:
+                self._import(source, table_id)
             else:
-                shard = self.tables.get(table_id)
-                rows = self._recv_rows(source, n_rows)
-                if op in (P.SET, P.ADD):
-                    data = self._recv_payload(source, shard, rows)
-                    assert shard is not None  # _recv_payload refused a missing table
-                    self._write(shard, op, source, rows, data, version, head)
-                    if flags & P.FLAG_ACK:
-                        self._reply(source, P.header(P.OK, table_id, 0, shard.version))
-                elif op == P.GET:
-                    if shard is None:
-                        raise ProtocolError(f"table {table_id} does not exist")
-                    if flags & P.FLAG_AVERAGE:
-                        self._send_average(shard, source, rows)
-                        return
-                    if flags & P.FLAG_CLOCK and self.max_staleness and not self.sync:
-                        self._clock(source, int(head[P.CLOCK_SLOT]))
-                        if self._ahead(source):
-                            self.held[source] = (shard, rows)
-                            return
-                    self._get(shard, source, n_rows, rows)
-                    if self.sync:
-                        self._settle_collectives()
-                else:
-                    raise ProtocolError(f"unknown operation {op}")
+                self._table_op(source, op, table_id, n_rows, version, flags, head)
         except ProtocolError as err:
             self._error(source, str(err))
+
+    def _table_op(self, source: int, op: int, table_id: int, n_rows: int, version: int, flags: int,
+                  head: np.ndarray) -> None:
+        """SET, ADD and GET of a table's rows (ProtocolError for an unknown operation)."""
+        shard = self.tables.get(table_id)
+        rows = self._recv_rows(source, n_rows)
+        if op in (P.SET, P.ADD):
+            data = self._recv_payload(source, shard, rows)
+            assert shard is not None  # _recv_payload refused a missing table
+            self._write(shard, op, source, rows, data, version, head)
+            if flags & P.FLAG_ACK:
+                self._reply(source, P.header(P.OK, table_id, 0, shard.version))
+        elif op == P.GET:
+            if shard is None:
+                raise ProtocolError(f"table {table_id} does not exist")
+            if flags & P.FLAG_AVERAGE:
+                self._send_average(shard, source, rows)
+                return
+            if flags & P.FLAG_CLOCK and self.max_staleness and not self.sync:
+                self._clock(source, int(head[P.CLOCK_SLOT]))
+                if self._ahead(source):
+                    self.held[source] = (shard, rows)
+                    return
+            self._get(shard, source, n_rows, rows)
+            if self.sync:
+                self._settle_collectives()
+        else:
+            raise ProtocolError(f"unknown operation {op}")
 
     # ----- operations ------------------------------------------------------------------
     def _create(self, source: int, head: np.ndarray) -> None:
@@ -163,6 +174,27 @@ class TableServer:
             self._error(source, f"table {table_id}: this worker asked for {asked.describe()} but it exists as "
                                 f"{shard.describe()}")
             return
+        self._reply(source, P.header(P.OK, table_id, 0, shard.version))
+
+    def _export(self, source: int, table_id: int) -> None:
+        """Send this server's rows of a table and its updater's state (a checkpoint: ``PSClient.export_table``)."""
+        shard = self.tables.get(table_id)
+        if shard is None:
+            self.comm.send({"error": f"table {table_id} does not exist"}, dest=source, tag=P.TAG_REPLY)
+            return
+        self.comm.send({"start": shard.start, "stop": shard.stop, "values": shard.values,
+                        "state": shard.updater.state()}, dest=source, tag=P.TAG_REPLY)
+
+    def _import(self, source: int, table_id: int) -> None:
+        """Overwrite the updater's state of this server's rows with what the client sends (a resumed checkpoint)."""
+        state = self.comm.recv(source=source, tag=P.TAG_PAYLOAD)
+        shard = self.tables.get(table_id)
+        if shard is None:
+            raise ProtocolError(f"table {table_id} does not exist")
+        try:
+            shard.updater.load_state(state)
+        except ValueError as err:
+            raise ProtocolError(f"table {table_id}: {err}") from None
         self._reply(source, P.header(P.OK, table_id, 0, shard.version))
 
     def _recv_rows(self, source: int, n_rows: int):
@@ -201,7 +233,7 @@ class TableServer:
     def _send_average(self, shard: TableShard, client: int, rows) -> None:
         data = shard.pulled_average(rows)
         self._reply(client, P.header(P.OK, shard.table_id, data.shape[0], shard.version))
-        self.comm.Send(data, dest=client, tag=P.TAG_REPLY)
+        self._reply(client, data)
 
     # ----- bounded staleness (ASGD_MAX_STALENESS) -----------------------------------------
     def _clock(self, client: int, clock: int) -> None:
@@ -257,7 +289,7 @@ class TableServer:
     def _send_values(self, shard: TableShard, client: int, rows) -> None:
         data = shard.pulled(client, rows)
         self._reply(client, P.header(P.OK, shard.table_id, data.shape[0], shard.version))
-        self.comm.Send(data, dest=client, tag=P.TAG_REPLY)
+        self._reply(client, data)
         self.gets[client] += 1
 
     def _lose_clients(self, err: BaseException) -> None:
@@ -325,13 +357,15 @@ class TableServer:
             shard.waiting.clear()
 
     # ----- replies ----------------------------------------------------------------------
-    def _reply(self, client: int, head: np.ndarray) -> None:
-        self.comm.Send(head, dest=client, tag=P.TAG_REPLY)
+    def _reply(self, client: int, message: np.ndarray) -> None:
+        """Send one reply message (a header, values, an error's text) to ``client``, counted in :attr:`sent`."""
+        self.sent.message(message)
+        self.comm.Send(message, dest=client, tag=P.TAG_REPLY)
 
     def _error(self, client: int, message: str) -> None:
         raw = np.frombuffer(message.encode(), dtype=np.uint8)
         self._reply(client, P.header(P.ERROR, 0, len(raw)))
-        self.comm.Send(np.ascontiguousarray(raw), dest=client, tag=P.TAG_REPLY)
+        self._reply(client, np.ascontiguousarray(raw))
 
     def stats(self) -> dict:
         def summary(values):
@@ -343,4 +377,5 @@ class TableServer:
             "gets": {str(c): n for c, n in self.gets.items()},
             "staleness": {str(c): summary(v) for c, v in self.staleness.items()},
             "tables": {str(t): s.version for t, s in self.tables.items()},
+            "bytes_sent": self.sent.total,
         }

@@ -29,11 +29,27 @@ UPDATERS = UPDATER_NAMES  # ASGD_UPDATER's values in the option table; make_upda
 
 
 class Updater:
-    """Applies deltas to (rows of) a 2-D table in place."""
+    """Applies deltas to (rows of) a 2-D table in place; its state (:attr:`state_names`: arrays of the table's
+    shape) is what a checkpoint keeps of it."""
+
+    #: the updater's state arrays, attributes of the table's shape
+    state_names: tuple[str, ...] = ()
 
     def __init__(self, shape, dtype, lr: float = 0.1, momentum: float = 0.9, eps: float = 1e-8):
         self.shape, self.dtype = tuple(shape), np.dtype(dtype)
         self.lr, self.momentum, self.eps = lr, momentum, eps
+
+    def state(self) -> dict[str, np.ndarray]:
+        """The state arrays by name (the arrays themselves, not copies)."""
+        return {name: getattr(self, name) for name in self.state_names}
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        """Overwrite the state arrays with ``state``'s (ValueError naming one that is missing or of another shape)."""
+        for name in self.state_names:
+            value = np.asarray(state.get(name))
+            if value.shape != self.shape:
+                raise ValueError(f"updater state {name!r}: shape {value.shape}, the table's rows {self.shape}")
+            getattr(self, name)[...] = value
 
     def step(self, values: np.ndarray, delta: np.ndarray, rows, lr: float) -> np.ndarray:
         """New values of the addressed rows (``rows`` is a slice or an index array) at learning rate ``lr``."""
@@ -56,6 +72,8 @@ class SGDUpdater(Updater):
 
 
 class MomentumUpdater(Updater):
+    state_names = ("velocity",)
+
     def __init__(self, shape, dtype, **kw):
         super().__init__(shape, dtype, **kw)
         self.velocity = np.zeros(self.shape, self.dtype)
@@ -67,6 +85,8 @@ class MomentumUpdater(Updater):
 
 
 class AdagradUpdater(Updater):
+    state_names = ("sum_sq",)
+
     def __init__(self, shape, dtype, **kw):
         super().__init__(shape, dtype, **kw)
         self.sum_sq = np.zeros(self.shape, self.dtype)

@@ -13,6 +13,11 @@ r-th ``U``-slice, so the union of the ranks' batch ``b`` is exactly the batch
 this). Every rank gets the same ``n_batch_train``.
 Validation: contiguous, disjoint shards; ranks may differ by one unit.
 
+Resuming inside an epoch (:meth:`DataClass.start_at`): the position is the number of units of the epoch's order
+already consumed, whatever the number of ranks that consumed them; the rest of the order is then sharded over the
+ranks there are now (padded as an epoch is), so that no unit of the epoch is lost or seen twice (beyond the
+padding of its last batch) even when the number of ranks changed.
+
 Example
 -------
 >>> import numpy as np
@@ -118,6 +123,9 @@ class DataClass:
     #: the training inputs (or their :class:`ArraySpec` where they are not in memory); set by subclasses
     x_train: np.ndarray | ArraySpec
     _order: np.ndarray  # the current epoch's training order (set_epoch)
+    #: units of the current epoch consumed before this session started it (a resume inside the epoch: start_at)
+    epoch_start_units: int = 0
+    _partial_epoch = False  # the current epoch started inside (n_batch_train counts what was left of it)
 
     def setup_shards(self, n_train_units: int, n_val_units: int, units_per_batch: int, rank: int, size: int,
                      seed: int, unit: str = "batch_size") -> None:
@@ -142,15 +150,49 @@ class DataClass:
         self.set_epoch(0)
 
     # ----- shuffle and shards -----------------------------------------------------------
-    def epoch_order(self, epoch: int) -> np.ndarray:
-        """The common (all ranks) padded training order of ``epoch``."""
+    def epoch_order(self, epoch: int, start_units: int = 0) -> np.ndarray:
+        """The common (all ranks) padded training order of ``epoch``, from its unit ``start_units`` on (the units
+        before it were consumed before a resume): the rest of the epoch's permutation, padded by wrapping."""
         perm = np.random.default_rng([self.seed, epoch]).permutation(self.n_train_units)
-        return np.resize(perm, self.n_batch_train * self.global_units)
+        rest = np.concatenate([perm[start_units:], perm[:start_units]]) if start_units else perm
+        n_batches = math.ceil((self.n_train_units - start_units) / self.global_units)
+        return np.resize(rest, n_batches * self.global_units)
 
     def set_epoch(self, epoch: int) -> None:
-        """Select the shuffle of ``epoch`` (call at every epoch start, like DistributedSampler)."""
+        """Select the shuffle of ``epoch`` (call at every epoch start, like DistributedSampler); an epoch that
+        :meth:`start_at` named starts at its unit."""
         self.epoch = epoch
-        self._order = self.epoch_order(epoch)
+        resume = getattr(self, "_resume", None)
+        self.epoch_start_units = resume[1] if resume is not None and resume[0] == epoch else 0
+        self._order = self.epoch_order(epoch, self.epoch_start_units)
+        if self.epoch_start_units or self._partial_epoch:  # into a resumed epoch, or out of it
+            self.n_batch_train = len(self._order) // self.global_units
+            self._partial_epoch = bool(self.epoch_start_units)
+
+    def start_at(self, epoch: int, units: int) -> None:
+        """Resume ``epoch`` after its first ``units`` units of the common order (consumed before a restart, by any
+        number of ranks); its ``n_batch_train`` shrinks to what is left. Selects ``epoch`` now.
+
+        Example
+        -------
+        >>> x = np.arange(12, dtype="float32")[:, None]; y = np.arange(12, dtype="int32")
+        >>> three = [ShardedArrayData(x, y, x, y, batch_size=2, rank=r, size=3, seed=0) for r in range(3)]
+        >>> seen = [int(u) for d in three for u in d.train_indices(0)]          # one step of 3 ranks: 6 units
+        >>> two = [ShardedArrayData(x, y, x, y, batch_size=3, rank=r, size=2, seed=0) for r in range(2)]
+        >>> for d in two:
+        ...     d.start_at(0, units=6)
+        >>> two[0].n_batch_train, sorted(seen + [int(u) for d in two for u in d.train_indices(0)])
+        (1, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11])
+        """
+        if not _is_int(units) or not 0 <= units < self.n_train_units:
+            raise ConfigError(f"resume position: unit {units!r} is outside 0..{self.n_train_units - 1}")
+        self._resume = (int(epoch), int(units))
+        self.set_epoch(epoch)
+
+    def units_consumed(self, batches: int) -> int:
+        """Units of the current epoch's order consumed once ``batches`` training batches of it are done (every
+        rank's, and those consumed before a resume), at most the epoch's units."""
+        return min(self.n_train_units, self.epoch_start_units + batches * self.global_units)
 
     def train_slot(self, count: int) -> int:
         """Position in the epoch order where this rank's batch ``count`` starts (unique per rank and batch)."""

@@ -128,6 +128,9 @@ class SubBatchData:
     True
     """
 
+    #: a resume inside an epoch counts the wrapped loader's units, not sub-batches: not offered
+    start_at = None
+
     def __init__(self, data, n_subb: int):
         self.data = data
         self.n_subb = int(n_subb)

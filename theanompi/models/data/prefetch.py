@@ -252,6 +252,13 @@ class PrefetchData:
             self.waited_s += self.last_wait_s
         self._top_up(None)
 
+    def start_at(self, epoch: int, units: int) -> None:
+        """Resume ``epoch`` of the wrapped loader after ``units`` units (:meth:`DataClass.start_at`), prefetching
+        its first batch anew."""
+        self._cancel_all()
+        self.data.start_at(epoch, units)
+        self._top_up(None)
+
     def close(self) -> None:
         """Stop the thread (waiting for a load in progress), then close the wrapped loader. Idempotent."""
         if self._finalizer.alive:

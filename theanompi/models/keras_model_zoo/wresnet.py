@@ -41,6 +41,7 @@ import torch
 from theanompi.core.errors import ConfigError
 from theanompi.core.options import int_of_form, model_option, positive_int, unit_interval
 from theanompi.models.hyperparams import ImageClassifierHyperParams
+from theanompi.models.keras_torch import KerasTraining, non_trainable
 from theanompi.models.torch_classifier import TorchClassifierModel
 
 
@@ -90,17 +91,6 @@ def wide_resnet(keras, depth: int, widen: int, dropout: float, n_classes: int, i
     return keras.Model(inputs, layers.Dense(n_classes)(x), name=f"wrn_{depth}_{widen}")
 
 
-class KerasTraining(torch.nn.Module):
-    """A Keras-on-torch model called with Keras's ``training`` flag following torch's ``train()``/``eval()``."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, x):
-        return self.model(x, training=self.training)
-
-
 class Wide_ResNet(ImageClassifierHyperParams, TorchClassifierModel):  # Theano-MPI's class name
     """WRN-d-k in Keras 3 on torch, trained by theanompi's PyTorch adapter (see the module docstring)."""
 
@@ -124,5 +114,5 @@ class Wide_ResNet(ImageClassifierHyperParams, TorchClassifierModel):  # Theano-M
 
     def running_stats(self) -> list[torch.Tensor]:
         """Batch norm's moving statistics: Keras keeps them as non-trainable float parameters."""
-        return [p for p in self.network.parameters() if not p.requires_grad and p.is_floating_point()]
+        return [p for p in non_trainable(self.network) if p.is_floating_point()]
 

@@ -27,6 +27,7 @@ from theanompi.comm.exchange.cudampi import MPIStaging
 from theanompi.comm.fault_tolerance import acknowledge_failures, is_process_failure
 from theanompi.comm.fused_params import FusedParams
 from theanompi.comm.params_ema import ParamsEMA
+from theanompi.comm.traffic import SentBytes
 from theanompi.core.errors import ContractError
 from theanompi.core.polling import Backoff
 from theanompi.core.session_options import EASGDOptions
@@ -51,7 +52,9 @@ from theanompi.runtime.epoch_progress import EpochProgress
 from theanompi.runtime.model_build import BuiltWorker, build_model, n_epochs_for
 from theanompi.runtime.rank_context import RankContext
 from theanompi.runtime.records import Progress, end_session, epoch_metrics
-from theanompi.session.checkpoint import load_checkpoint, nothing_to_train, save_checkpoint
+from theanompi.session.checkpoint import load_checkpoint, nothing_to_train
+from theanompi.session.checkpoint_writer import CheckpointWriter
+from theanompi.session.rank_status import stop_requested, write_stopped
 from theanompi.session.recorder import Recorder
 from theanompi.session.run_dir import owning_root
 from theanompi.session.watchdog import ACTIVITY
@@ -120,7 +123,7 @@ class ExchangeBuffers:
         -------
         >>> buffers = ExchangeBuffers.allocate(2, 5, np.dtype("float32"))
         >>> buffers.incoming.shape, len(buffers.deltas), buffers.replies[1].tolist(), buffers.report.size
-        ((5,), 2, [0, 0], 6)
+        ((5,), 2, [0, 0], 7)
         """
         return cls(incoming=np.empty(size, dtype=dtype), report=np.zeros(len(REPORT_FIELDS), dtype=np.float64),
                    deltas=[np.empty(size, dtype=dtype) for _ in range(n_workers)],
@@ -129,24 +132,33 @@ class ExchangeBuffers:
 
 
 class ExchangeTallies:
-    """Per worker: the exchanges answered, and its waiting as it last reported it (seconds, completed exchanges).
+    """Per worker: the exchanges answered, its waiting as it last reported it (seconds, completed exchanges), and the
+    bytes its exchanges sent as it last reported them (:mod:`theanompi.comm.traffic`).
 
     Example
     -------
     >>> tallies = ExchangeTallies(n_workers=2)
-    >>> tallies.book(1, wait_s=0.0, completed=0); tallies.book(1, wait_s=0.5, completed=1)
-    >>> tallies.exchanges, tallies.mean_waits()
-    ([0, 2], [None, 0.5])
+    >>> tallies.book(1, wait_s=0.0, completed=0, bytes_sent=100)
+    >>> tallies.book(1, wait_s=0.5, completed=1, bytes_sent=200)
+    >>> tallies.exchanges, tallies.mean_waits(), tallies.bytes_sent
+    ([0, 2], [None, 0.5], [0, 200])
     """
 
     def __init__(self, n_workers: int):
         self.exchanges = [0] * n_workers
         self.reported_wait = [(0.0, 0)] * n_workers
+        self.bytes_sent = [0] * n_workers
 
-    def book(self, k: int, wait_s: float, completed: int) -> None:
-        """Worker ``k`` was answered; its report said ``wait_s`` seconds over its ``completed`` exchanges before."""
+    def book(self, k: int, wait_s: float, completed: int, bytes_sent: int) -> None:
+        """Worker ``k`` was answered; its report said ``wait_s`` seconds over its ``completed`` exchanges before, and
+        ``bytes_sent`` bytes sent so far."""
         self.exchanges[k] += 1
         self.reported_wait[k] = (wait_s, completed)
+        self.sent_so_far(k, bytes_sent)
+
+    def sent_so_far(self, k: int, bytes_sent: int) -> None:
+        """Worker ``k`` said it has sent ``bytes_sent`` bytes (a report, or a state snapshot after it)."""
+        self.bytes_sent[k] = max(self.bytes_sent[k], int(bytes_sent))
 
     def mean_waits(self) -> list[float | None]:
         """Per worker: mean seconds per exchange (send, queue, reply) over the exchanges it had completed at its
@@ -164,6 +176,9 @@ class ServerStart:
     shard_batches: list[int]
     ledger: StepLedger
     epochs_done: int
+    #: the moving rate: EASGD_ALPHA, or after a resume at another number of workers the one that keeps the
+    #: checkpoint's beta = workers * alpha (:func:`rescaled_alpha`)
+    alpha: float
     #: AVERAGE_WEIGHTS=ema: the centre's moving average (None when off)
     average: ParamsEMA | None = None
 
@@ -191,19 +206,19 @@ def take_start(connection: Connection, built: BuiltWorker, options: EASGDOptions
     workers' shard sizes gathered; then a resumed checkpoint's centre and steps."""
     comm, fused = connection.exchange_comm, built.fused
     take_start_point(comm, fused, root=connection.worker_ranks[0], resumed=bool(options.resume),
-                     staging=MPIStaging(cuda_aware=False))
+                     staging=MPIStaging(cuda_aware=False), sent=SentBytes())  # worker 0 roots it: nothing to count
     centre = fused.read().copy()
     with ACTIVITY.waiting("the workers' shard sizes"):
         batches = comm.gather(None, root=connection.server_rank)
     shard_batches = [int(batches[rank]) for rank in connection.worker_ranks]
     target = built.n_epochs * sum(shard_batches)
-    done, epochs_done = 0, 0
+    done, epochs_done, alpha = 0, 0, options.alpha
     if options.resume:
-        done, epochs_done = restore_centre(options.resume, centre, target)
+        done, epochs_done, alpha = restore_centre(options.resume, centre, target, options.alpha, len(shard_batches))
         built.recorder.iteration = done
     ledger = StepLedger(len(shard_batches), options.tau, target, done=done)
     return ServerStart(centre=centre, shard_batches=shard_batches, ledger=ledger, epochs_done=epochs_done,
-                       average=start_average(options, centre))
+                       alpha=alpha, average=start_average(options, centre))
 
 
 def start_average(options: EASGDOptions, centre: np.ndarray) -> ParamsEMA | None:
@@ -221,8 +236,29 @@ def start_average(options: EASGDOptions, centre: np.ndarray) -> ParamsEMA | None
     return average
 
 
-def restore_centre(path: str, centre: np.ndarray, target: int) -> tuple[int, int]:
-    """A checkpoint's centre into ``centre`` (the workers restore themselves); returns (steps done, epochs done)."""
+def rescaled_alpha(payload: dict[str, Any], alpha: float, n_workers: int) -> float:
+    """The moving rate of a session resuming ``payload`` with ``n_workers``: ``alpha`` (EASGD_ALPHA) at the
+    checkpoint's number of workers, else the one that keeps its ``beta = workers * alpha`` (Zhang et al.'s
+    beta = p * alpha), at most 1.
+
+    Example
+    -------
+    >>> rescaled_alpha({"n_workers": 3, "beta": 1.5}, 0.5, 2), rescaled_alpha({"n_workers": 2}, 0.75, 3)
+    (0.75, 0.5)
+    >>> rescaled_alpha({"n_workers": 2, "beta": 1.5}, 0.5, 2)
+    0.5
+    """
+    saved = int(payload["n_workers"])
+    if saved == n_workers:
+        return alpha
+    beta = float(payload.get("beta", alpha * saved))
+    return min(1.0, beta / n_workers)
+
+
+def restore_centre(path: str, centre: np.ndarray, target: int, alpha: float,
+                   n_workers: int) -> tuple[int, int, float]:
+    """A checkpoint's centre into ``centre`` (the workers restore themselves); returns (steps done, epochs done,
+    the moving rate, :func:`rescaled_alpha`)."""
     payload = load_checkpoint(path)
     saved = np.asarray(payload["centre"]).ravel()
     if saved.size != centre.size:
@@ -231,7 +267,12 @@ def restore_centre(path: str, centre: np.ndarray, target: int) -> tuple[int, int
     centre[:] = saved
     done, epochs_done = min(int(payload["iteration"]), target), int(payload["epoch"]) + 1
     log.info("resumed from %s after global epoch %d (%d steps done)", path, epochs_done, done)
-    return done, epochs_done
+    new_alpha = rescaled_alpha(payload, alpha, n_workers)
+    if new_alpha != alpha:
+        log.info("EASGD: %d workers continue a checkpoint of %d: alpha %g keeps beta = workers x alpha = %g%s",
+                 n_workers, int(payload["n_workers"]), new_alpha, new_alpha * n_workers,
+                 " (capped at 1)" if new_alpha == 1.0 else "")
+    return done, epochs_done, new_alpha
 
 
 class EASGDServer:
@@ -264,7 +305,8 @@ class EASGDServer:
         self.recorder = built.recorder
         self.n_epochs = built.n_epochs
         # the elastic average and the steps
-        self.alpha = built.fused.dtype.type(options.alpha)
+        self.moving_rate = start.alpha  # alpha as given (or rescaled): what the records say
+        self.alpha = built.fused.dtype.type(start.alpha)  # in the parameters' dtype: what the centre moves by
         self.centre = start.centre
         self.average = start.average
         self.buffers = buffers
@@ -275,7 +317,14 @@ class EASGDServer:
         self.epochs_done = start.epochs_done  # global epochs validated, a resumed checkpoint's included
         self.turns = RoundRobin(self.n_workers)
         self.tallies = ExchangeTallies(self.n_workers)
+        self.traffic = SentBytes()  # the replies and deltas this server sent (theanompi.comm.traffic)
+        self._workers_bytes_before_epoch = 0  # the workers' reported bytes when the global epoch began
         self.snapshots = SnapshotBook(self.n_workers)
+        directory = str(options.checkpoint_dir)
+        self.writer = CheckpointWriter(directory, root=owning_root(directory, ctx.spec.run_dir))
+        every = options.checkpoint_every_iters
+        self.next_checkpoint_steps = (self.ledger.reported // every + 1) * every if every else 0
+        self.stopping = False  # the launcher asked to stop at a checkpoint, which was written
         self.progress = Progress(self.n_epochs, start.epochs_done)
         self.epoch_progress = EpochProgress.for_this_rank(self.n_epochs, options.progress_every)
 
@@ -300,7 +349,7 @@ class EASGDServer:
         self.recorder.open_board(self.ctx.spec)
         self.hand_out_first_grants()
         log.info("EASGD: %d workers, alpha %g, tau %d; %d global epochs of %d steps (%s)",
-                 self.n_workers, self.options.alpha, self.options.tau, self.n_epochs, self.global_epoch,
+                 self.n_workers, self.moving_rate, self.options.tau, self.n_epochs, self.global_epoch,
                  " + ".join(map(str, self.shard_batches)))
         if not self.ledger.active:  # a resumed checkpoint holds every step: every worker's first grant is 0
             log.info("%s", nothing_to_train(str(self.options.resume), self.epochs_done, self.n_epochs))
@@ -347,6 +396,7 @@ class EASGDServer:
             send_state = grant == 0 or self.snapshots.wants(k)  # a stopping worker always leaves its state
             buffers.replies[k][:] = (grant, send_state)
         with rec.timer("comm"):
+            self.traffic.message(buffers.replies[k], delta)
             buffers.pending[k] = [comm.Isend(buffers.replies[k], dest=source, tag=TAG_REPLY),
                                   comm.Isend(delta, dest=source, tag=TAG_DELTA)]
         self._book_report(k)
@@ -354,6 +404,7 @@ class EASGDServer:
             self._receive_snapshot(k, delta)
         rec.end_iteration()
         self._count_global_epochs()
+        self._checkpoint_inside_epoch_if_due()
 
     def _next_worker(self) -> int:
         """The next worker (in turn) whose report has arrived; polls with a growing pause until one has."""
@@ -396,6 +447,7 @@ class EASGDServer:
             return
         self.snapshots.keep(k, Snapshot(params=self.buffers.incoming - delta, state=message["state"],
                                         steps=message["steps"]))
+        self.tallies.sent_so_far(k, message.get("bytes_sent", 0))
         self._write_checkpoint_if_due()
 
     def _lose_workers(self, err: BaseException) -> None:
@@ -416,18 +468,21 @@ class EASGDServer:
 
     def _book_report(self, k: int) -> None:
         """Record worker ``k``'s report (its steps are already in the ledger): training sums, waits."""
-        _, loss_sum, err_sum, n, wait_s, completed = self.buffers.report.tolist()
-        self.tallies.book(k, wait_s, int(completed))
+        _, loss_sum, err_sum, n, wait_s, completed, bytes_sent = self.buffers.report.tolist()
+        self.tallies.book(k, wait_s, int(completed), int(bytes_sent))
         if n > 0:
             self.recorder.record_train(loss_sum / n, err_sum / n, int(n))
 
     def end_global_epoch(self, epoch: int) -> None:
         """Validate the centre, log the progress line, write the epoch record."""
         rec = self.recorder
+        workers_sent = sum(self.tallies.bytes_sent)
         with rec.timer("calc"):
             self.fused.write(self.centre)
             metrics = epoch_metrics(self.model, rec, self.validation_comm, epoch, self.progress,
-                                    self._average_in_model if self.average is not None else None)
+                                    self._average_in_model if self.average is not None else None,
+                                    bytes_sent=workers_sent - self._workers_bytes_before_epoch)
+        self._workers_bytes_before_epoch = workers_sent
         metrics.update(iterations=self.ledger.reported, exchanges=sum(self.tallies.exchanges))
         metrics.pop("lr", None)  # the validating model's, which never trains
         rec.end_epoch(epoch, metrics)
@@ -445,33 +500,66 @@ class EASGDServer:
             self.fused.write(self.centre)
 
     # checkpoints --------------------------------------------------------------------------
-    def request_checkpoint(self, epoch: int) -> None:
+    def request_checkpoint(self, epoch: int, steps_into_epoch: int = 0) -> None:
         """Ask every working worker for a snapshot at its next exchange; write once all have answered (at once if
-        every worker has stopped, leaving its final snapshot)."""
-        self.snapshots.request(epoch, working=[k for k, grant in enumerate(self.ledger.granted) if grant > 0])
+        every worker has stopped, leaving its final snapshot). ``epoch``: the global epochs completed - 1;
+        ``steps_into_epoch``: the steps of the next one done (a checkpoint inside an epoch)."""
+        if self.snapshots.epoch is not None or self.stopping:
+            return  # one checkpoint at a time; none after the last one of a session stopping to restart
+        self.snapshots.request(epoch, working=[k for k, grant in enumerate(self.ledger.granted) if grant > 0],
+                               units=steps_into_epoch)
         self._write_checkpoint_if_due()
+
+    def _checkpoint_inside_epoch_if_due(self) -> None:
+        """CHECKPOINT_EVERY_ITERS: a checkpoint every so many steps the workers reported (inside global epochs)."""
+        every = self.options.checkpoint_every_iters
+        if not every or self.ledger.reported < self.next_checkpoint_steps:
+            return
+        self.next_checkpoint_steps = (self.ledger.reported // every + 1) * every
+        into = self.ledger.reported - self.epochs_done * self.global_epoch
+        if 0 < into and self.ledger.active:
+            self.request_checkpoint(self.epochs_done - 1, steps_into_epoch=into)
 
     def _write_checkpoint_if_due(self) -> None:
         if self.snapshots.is_due():
             self.write_checkpoint()
 
     def write_checkpoint(self) -> None:
-        """One hickle file: the centre and every worker's snapshot (a lost one's is the centre)."""
+        """One hickle file, written in the background: the centre and every worker's snapshot (a lost one's is the
+        centre), the moving rate and beta = workers x alpha (kept by a resume at another number of workers). When
+        the launcher asked the session to stop at its next checkpoint, every worker is told to stop."""
         rows = self.snapshots.rows(self.ledger.lost, self.centre)
-        directory = str(self.options.checkpoint_dir)
-        path = save_checkpoint(directory, root=owning_root(directory, self.ctx.spec.run_dir), payload={
-            "rule": RULE_NAME, "epoch": self.snapshots.epoch, "iteration": self.ledger.reported,
-            "n_workers": self.n_workers, "seed": self.options.seed, "centre": self.centre.copy(),
+        self.writer.save({
+            "rule": RULE_NAME, "epoch": self.snapshots.epoch, "epoch_units": self.snapshots.units,
+            "iteration": self.ledger.reported, "n_workers": self.n_workers, "seed": self.options.seed,
+            "worker_devices": [r["device"] for r in self.ctx.spec.ranks if r["role"] == "worker"],
+            "centre": self.centre.copy(), "alpha": self.moving_rate, "beta": self.moving_rate * self.n_workers,
             "worker_params": [[v.copy() for v in self.fused.layout.views(np.asarray(s.params))] for s in rows],
             "worker_state": [list(s.state) for s in rows],
             "worker_iterations": [int(s.steps) for s in rows],
             **({"average": self.average.host_values(), "average_seen": self.average.seen}
                if self.average is not None else {}),
         })
-        log.info("checkpoint: %s", path)
         self.snapshots.written()
+        if not self.stopping and self.ledger.active and stop_requested(self.ctx.spec.run_dir):
+            self.stop_for_restart()
+
+    def stop_for_restart(self) -> None:
+        """The launcher asked the session to stop at this checkpoint (an elastic session grows): no more steps are
+        granted, so every worker stops at its next exchange; the session ends without a final model."""
+        self.stopping = True
+        self.ledger.stop_granting()
+        log.info("stopping at this checkpoint, as the launcher asked")
 
     # the end ------------------------------------------------------------------------------
+    def bytes_sent_by_rank(self) -> list[int]:
+        """``summary.json``'s ``bytes_sent``: the server's own and each worker's as last reported, by session rank."""
+        by_rank = [0] * (1 + self.n_workers)
+        by_rank[self.server_rank] = self.traffic.total
+        for k, rank in enumerate(self.worker_ranks):
+            by_rank[rank] = self.tallies.bytes_sent[k]
+        return by_rank
+
     def finish(self) -> None:
         """Complete the last replies, check the step count, save the centre and the session's summary."""
         for requests in self.buffers.pending:
@@ -481,6 +569,13 @@ class EASGDServer:
                 self._lose_workers(err)
         ledger = self.ledger
         missing = ledger.check_final()
+        written = self.writer.wait()
+        if self.stopping:
+            write_stopped(self.ctx.spec.run_dir, {"checkpoint": str(written), "iteration": ledger.reported})
+            log.info("stopped at the checkpoint %s, as the launcher asked", written)
+            self.recorder.close()
+            self.model.cleanup()
+            return
         if missing:
             log.warning("EASGD: %d of %d steps were not trained: every other worker had stopped when a worker "
                         "was lost", missing, ledger.target)
@@ -493,8 +588,9 @@ class EASGDServer:
         end_session(self.model, self.recorder, self.ctx.spec.run_dir, {
             "rule": RULE_NAME, "workers": self.n_workers, "iterations": ledger.reported,
             "global_epoch_iterations": self.global_epoch, "shard_batches": self.shard_batches,
-            "alpha": self.options.alpha, "tau": self.options.tau, "exchanges": self.tallies.exchanges,
-            "mean_wait_s": waits, "lost_workers": sorted(ledger.lost),
-            "per_worker": [{"iterations": s, "exchanges": e, "mean_wait_s": w}
-                           for s, e, w in zip(ledger.steps, self.tallies.exchanges, waits)],
+            "alpha": self.moving_rate, "tau": self.options.tau, "exchanges": self.tallies.exchanges,
+            "mean_wait_s": waits, "lost_workers": sorted(ledger.lost), "bytes_sent": self.bytes_sent_by_rank(),
+            "per_worker": [{"iterations": s, "exchanges": e, "mean_wait_s": w, "bytes_sent": b}
+                           for s, e, w, b in zip(ledger.steps, self.tallies.exchanges, waits,
+                                                 self.tallies.bytes_sent)],
         }, plots=self.options.plots)

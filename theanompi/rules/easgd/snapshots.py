@@ -44,10 +44,13 @@ class SnapshotBook:
         self.last: list[Snapshot | None] = [None] * n_workers
         self.awaited: set[int] = set()
         self.epoch: int | None = None
+        self.units = 0  # steps into the next global epoch (a checkpoint inside an epoch)
 
-    def request(self, epoch: int, working: Iterable[int]) -> None:
-        """A checkpoint after global ``epoch``: it awaits a snapshot of every worker in ``working``."""
+    def request(self, epoch: int, working: Iterable[int], units: int = 0) -> None:
+        """A checkpoint after global ``epoch`` (and ``units`` steps of the next): it awaits a snapshot of every
+        worker in ``working``."""
         self.epoch = epoch
+        self.units = units
         self.awaited = set(working)
 
     def wants(self, k: int) -> bool:

@@ -94,6 +94,15 @@ class StepLedger:
         self.assigned -= returned
         return returned
 
+    def stop_granting(self) -> None:
+        """Grant no more steps (every worker stops at its next report): the session ends at what was assigned.
+
+        >>> ledger = StepLedger(n_workers=2, tau=4, target=100); _ = ledger.first_grants()
+        >>> ledger.stop_granting(); ledger.report(0, 4), ledger.report(1, 4), ledger.is_complete()
+        (0, 0, True)
+        """
+        self.target = self.assigned
+
     def is_complete(self) -> bool:
         """Every step of the target was granted and reported."""
         return self.reported == self.assigned == self.target

@@ -18,6 +18,7 @@ import numpy as np
 
 from theanompi.comm.exchange.cudampi import MPIStaging
 from theanompi.comm.param_access import host_copy
+from theanompi.comm.traffic import SentBytes
 from theanompi.core.polling import poll_until
 from theanompi.core.session_options import EASGDOptions
 from theanompi.models.contract import SyncType
@@ -55,6 +56,7 @@ class EASGDWorker(WorkerLoop[EASGDOptions]):
 
     sync_type = SyncType.LOCAL
     rule_name = RULE_NAME
+    checkpoints_inside_epochs = False  # the server writes every checkpoint
     fused_location = "device"
 
     def __init__(self, ctx: RankContext, built: BuiltWorker, options: EASGDOptions, connection: Connection,
@@ -72,6 +74,7 @@ class EASGDWorker(WorkerLoop[EASGDOptions]):
         self.max_wait_s = 0.0
         self._reported_train_sums = np.zeros(3)  # recorder train sums of this shard epoch already reported
         self._unreported_train_sums = np.zeros(3)  # train sums of finished shard epochs not yet reported
+        self.traffic = SentBytes()  # the bytes of the start and the exchanges (theanompi.comm.traffic)
         self.report = np.zeros(len(REPORT_FIELDS), dtype=np.float64)
         self.reply = np.zeros(len(REPLY_FIELDS), dtype=np.int64)
         self.delta = self.fused.xp.empty(self.fused.size, dtype=self.fused.dtype)
@@ -96,14 +99,22 @@ class EASGDWorker(WorkerLoop[EASGDOptions]):
     def start_rule(self) -> None:
         """Take the common start (or the checkpoint's), tell the server this shard's size, get the first grant."""
         take_start_point(self.exchange_comm, self.fused, root=self.worker_ranks[0],
-                         resumed=self.restored is not None, staging=self.staging)
-        if self.restored is not None:
-            self.iteration = self.recorder.iteration = int(
-                self.restored["worker_iterations"][self.restored_worker])
+                         resumed=self.restored is not None, staging=self.staging, sent=self.traffic)
+        if self.restored is not None:  # a worker that joins starts its shard from the start
+            slot = self.restored_worker
+            self.iteration = self.recorder.iteration = (
+                int(self.restored["worker_iterations"][slot]) if slot is not None else 0)
         with ACTIVITY.waiting("the server's first grant"):
             self.exchange_comm.gather(int(self.model.data.n_batch_train), root=self.server_rank)
             self.grant = int(self.exchange_comm.scatter(None, root=self.server_rank))
         self.stopped = self.grant == 0
+
+    def resume_inside_epoch(self, epoch: int, units: int) -> None:
+        """Nothing: an EASGD worker continues its own shard at its own step count (:meth:`start_rule`)."""
+
+    def world_size_note(self) -> str:
+        return ("the centre is kept, workers that continue keep their parameters and optimizer state, workers that "
+                "join start from the centre with zero momentum")
 
     # hooks of the shared loop -----------------------------------------------------------
     def step(self, count: int) -> None:
@@ -115,6 +126,9 @@ class EASGDWorker(WorkerLoop[EASGDOptions]):
     def stop_requested(self) -> bool:
         return self.stopped
 
+    def bytes_sent(self) -> int:
+        return self.traffic.total
+
     def update_average(self) -> None:
         """Nothing: the server keeps the centre's average (AVERAGE_WEIGHTS=ema)."""
 
@@ -124,6 +138,7 @@ class EASGDWorker(WorkerLoop[EASGDOptions]):
             "n_batch_train": self.model.data.n_batch_train, "exchanges": self.exchanges,
             "wait_s": round(self.wait_s, 6), "max_wait_s": round(self.max_wait_s, 6),
             "mean_wait_s": round(self.wait_s / self.exchanges, 6) if self.exchanges else None,
+            "bytes_sent": self.traffic.total,
         }
 
     # the exchange -------------------------------------------------------------------------
@@ -140,11 +155,13 @@ class EASGDWorker(WorkerLoop[EASGDOptions]):
         from mpi4py import MPI  # noqa: PLC0415 - importing mpi4py starts MPI
 
         exchange_comm, server = self.exchange_comm, self.server_rank
-        self.report[:] = (self.since, *self._train_sums_to_report(), self.wait_s, self.exchanges)
         start = time.perf_counter()
         with self.recorder.timer("comm"):
             flat = self.fused.read()
             self.check_finite(flat, "parameters sent to the centre")
+            self.traffic.message(self.report, flat)  # counted before it leaves: the report carries the count
+            self.report[:] = (self.since, *self._train_sums_to_report(), self.wait_s, self.exchanges,
+                              self.traffic.total)
             into = self.staging.receivable(self.delta)
             requests = [exchange_comm.Irecv(self.reply, source=server, tag=TAG_REPLY),
                         exchange_comm.Irecv(into, source=server, tag=TAG_DELTA),
@@ -163,7 +180,9 @@ class EASGDWorker(WorkerLoop[EASGDOptions]):
         self.stopped = self.grant == 0
         if send_state:  # for a checkpoint: the state as of this exchange, and the steps done so far
             state = [host_copy(v) for v in self.state_vars()]
-            exchange_comm.send({"state": state, "steps": self.iteration + 1}, dest=server, tag=TAG_STATE)
+            self.traffic.message(state)
+            exchange_comm.send({"state": state, "steps": self.iteration + 1, "bytes_sent": self.traffic.total},
+                               dest=server, tag=TAG_STATE)
 
     # the session --------------------------------------------------------------------------
     def run(self) -> None:
@@ -177,7 +196,9 @@ class EASGDWorker(WorkerLoop[EASGDOptions]):
             self._unreported_train_sums += np.asarray(self.recorder.train_sums()) - self._reported_train_sums
             self._reported_train_sums = np.zeros(3)
             self.recorder.end_epoch(shard_epoch, {"iterations": self.iteration, "exchanges": self.exchanges,
+                                                  "bytes_sent": self.traffic.total - self._bytes_sent_before_epoch,
                                                   **learning_rate_record(self.model)})
+            self._bytes_sent_before_epoch = self.traffic.total
             shard_epoch += 1
         ACTIVITY.enter("finishing")
         self.finish()
