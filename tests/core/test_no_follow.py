@@ -247,3 +247,71 @@ def test_a_rank_on_another_host_makes_its_run_dir_where_it_is_missing(tmp_path):
     recorder.end_epoch(0, {})
     assert (run / "ranks" / "rank-3.pid").read_text() == "42\n"
     assert (tmp_path / "other" / "workers" / "worker-1" / "epochs.jsonl").is_file()
+
+
+def test_the_elastic_launchers_stop_files_and_restart_records_go_nowhere_else(run, marker):
+    """Issue 37's files, routed through no_follow: ``ranks/stop.request``, ``ranks/stopped.json``,
+    ``restarts.jsonl`` and the launcher's rewrite of ``summary.json``."""
+    from types import SimpleNamespace
+
+    from theanompi.launch.elastic import ElasticRun
+    from theanompi.session.rank_status import read_stopped, request_stop, stop_requested, write_stopped
+
+    (run / "ranks").symlink_to(marker.parent)
+    with pytest.raises(UnexpectedEntry, match="run/ranks is a symbolic link"):
+        request_stop(run, "grow")
+    assert not stop_requested(run) and read_stopped(run) is None  # nothing read through the link
+    (run / "ranks").unlink()
+    (run / "ranks").mkdir()
+    (run / "ranks" / "stop.request").symlink_to(marker)
+    assert not stop_requested(run)  # a link asks nothing
+    request_stop(run, "grow to 3 workers")  # replaces the link, never writes through it
+    assert stop_requested(run) and not (run / "ranks" / "stop.request").is_symlink()
+    (run / "ranks" / "stopped.json").symlink_to(marker)
+    assert read_stopped(run) is None
+    write_stopped(run, {"checkpoint": "c.hkl"})
+    assert read_stopped(run) == {"checkpoint": "c.hkl"}
+    (run / "ranks" / "stopped.json").unlink()
+    os.mkfifo(run / "ranks" / "stopped.json")
+    assert read_stopped(run) is None  # not blocked on the FIFO
+
+    elastic = SimpleNamespace(spec=SimpleNamespace(run_dir=str(run)), restarts=[{"reason": "lost"}])
+    (run / "restarts.jsonl").symlink_to(marker)
+    ElasticRun._record(elastic, {"reason": "lost"})  # refused, said in a warning: never appended through
+    (run / "restarts.jsonl").unlink()
+    ElasticRun._record(elastic, {"reason": "lost"})
+    ElasticRun._record(elastic, {"reason": "grow"})
+    assert [json.loads(line)["reason"] for line in (run / "restarts.jsonl").read_text().splitlines()] == [
+        "lost", "grow"]
+    (run / "summary.json").symlink_to(marker)
+    ElasticRun._add_restarts_to_summary(elastic)  # not read through the link, nothing written
+    assert (run / "summary.json").is_symlink()
+    (run / "summary.json").unlink()
+    os.mkfifo(run / "summary.json")
+    ElasticRun._add_restarts_to_summary(elastic)  # not blocked on the FIFO
+    (run / "summary.json").unlink()
+    (run / "summary.json").write_text(json.dumps({"val_error": 0.1}))
+    ElasticRun._add_restarts_to_summary(elastic)
+    assert json.loads((run / "summary.json").read_text()) == {"val_error": 0.1, "restarts": [{"reason": "lost"}]}
+
+
+def test_the_background_checkpoint_writer_writes_below_its_root_without_links(run, marker):
+    """Issue 37's CheckpointWriter writes with the root the ranks give it (``owning_root``): a link planted at
+    ``RUN_DIR/checkpoints`` is refused (raised at the next wait), never written through; mid-epoch checkpoints past
+    the newest two are removed by name in the folder reached without links."""
+    from theanompi.session.checkpoint_writer import CheckpointWriter
+    from theanompi.session.run_dir import owning_root
+
+    directory = run / "checkpoints"
+    directory.symlink_to(marker.parent)
+    writer = CheckpointWriter(directory, root=owning_root(str(directory), str(run)))
+    payload = {"rule": "BSP", "epoch": 0, "iteration": 4, "n_workers": 1, "worker_params": [[]], "worker_state": [[]]}
+    writer.save(payload)
+    with pytest.raises(UnexpectedEntry, match="checkpoints is a symbolic link"):
+        writer.wait()
+    directory.unlink()
+    for units in (10, 20, 30):
+        writer.save({**payload, "epoch_units": units})
+    assert writer.wait() == directory / "ckpt-epoch-0001-at-000000030.hkl"
+    assert sorted(p.name for p in directory.iterdir() if p.name.startswith("ckpt")) == [
+        "ckpt-epoch-0001-at-000000020.hkl", "ckpt-epoch-0001-at-000000030.hkl"]

@@ -108,6 +108,27 @@ def atomic_write_text(path: StrPath, text: str, mode: int | None = None, root: S
     return atomic_write(path, lambda f: f.write(text.encode("utf-8")), mode=mode, root=root, label=label)
 
 
+def append_lines(path: StrPath, lines: list[str], root: StrPath | None = None, label: str = "") -> Path:
+    """Append ``lines`` to the regular file ``path`` (created if missing), never through a link: below ``root``
+    every directory is reached without following one, and the file is opened ``O_NOFOLLOW`` (a link, a FIFO or a
+    device there: UnexpectedEntry). For records that grow line by line (``epochs.jsonl``, ``restarts.jsonl``).
+
+    Example
+    -------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = append_lines(d / "r.jsonl", ['{"a": 1}\\n']); append_lines(d / "r.jsonl", ['{"a": 2}\\n']).read_text()
+    '{"a": 1}\\n{"a": 2}\\n'
+    """
+    path = Path(path)
+    folder, name = folder_of(path, root, create=root is not None, label=label)
+    with folder:
+        fd = folder.open_file(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    with os.fdopen(fd, "a") as f:
+        f.writelines(lines)
+    return path
+
+
 def os_error_code(err: BaseException) -> int | None:
     """The errno behind an error: an OSError's in its chain, or the ``errno = N`` HDF5 writes into its messages
     (h5py reports a full disk as a RuntimeError); None if there is none.

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 
 from theanompi.core.no_follow import Folder, read_bounded
@@ -77,10 +78,13 @@ def has_status(run_dir: str | Path, rank: int, state: str) -> bool:
     return os.path.lexists(status_path(run_dir, rank, state))
 
 
-def clear_statuses(run_dir: Folder) -> None:
-    """Start ``RUN_DIR/ranks`` empty (``run_dir``: RUN_DIR, open): files an earlier session left can neither stop
-    nor be blamed for a new one. Nothing is followed: a link, or anything but a directory of RUN_DIR's file system,
-    at ``ranks`` is refused (UnexpectedEntry)."""
+def clear_statuses(run_dir: Folder | str | Path) -> None:
+    """Start ``RUN_DIR/ranks`` empty (``run_dir``: RUN_DIR, open or a path): files an earlier session left can
+    neither stop nor be blamed for a new one. Nothing is followed: a link, or anything but a directory of RUN_DIR's
+    file system, at ``ranks`` is refused (UnexpectedEntry)."""
+    if not isinstance(run_dir, Folder):
+        with Folder.open(run_dir, label="RUN_DIR") as folder:
+            return clear_statuses(folder)
     if run_dir.expect(STATUS_DIR, directory=True, same_device=True) is not None:
         run_dir.remove_tree(STATUS_DIR)
     run_dir.make_dir(STATUS_DIR).close()
@@ -142,9 +146,10 @@ STOP_REQUEST, STOPPED = "stop.request", "stopped.json"
 
 def request_stop(run_dir: str | Path, reason: str) -> Path:
     """Ask the ranks of the session in ``run_dir`` to stop at their next checkpoint (rank 0 reads it there)."""
-    path = status_dir(run_dir) / STOP_REQUEST
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write_text(path, reason.rstrip("\n") + "\n")
+    with Folder.open(run_dir, STATUS_DIR, create=True, label="RUN_DIR"):  # ranks/ made below RUN_DIR, no link
+        pass
+    return atomic_write_text(status_dir(run_dir) / STOP_REQUEST, reason.rstrip("\n") + "\n", root=run_dir,
+                             label="RUN_DIR")
 
 
 def stop_requested(run_dir: str | Path) -> bool:
@@ -157,18 +162,23 @@ def stop_requested(run_dir: str | Path) -> bool:
     >>> _ = write_stopped(d, {"checkpoint": "ckpt-epoch-0001.hkl"}); read_stopped(d)
     {'checkpoint': 'ckpt-epoch-0001.hkl'}
     """
-    return (status_dir(run_dir) / STOP_REQUEST).exists()
+    try:
+        with Folder.open(run_dir, STATUS_DIR, label="RUN_DIR") as folder:
+            st = folder.entry(STOP_REQUEST)
+    except (OSError, ValueError):  # no ranks/ (nothing asked), or not a directory (refused at the next claim)
+        return False
+    return st is not None and stat.S_ISREG(st.st_mode)  # a link or a FIFO planted there asks nothing
 
 
 def write_stopped(run_dir: str | Path, record: dict) -> Path:
     """Rank 0: the session stopped at a checkpoint as asked (``record`` names it)."""
-    return atomic_write_text(status_dir(run_dir) / STOPPED, json.dumps(record))
+    return atomic_write_text(status_dir(run_dir) / STOPPED, json.dumps(record), root=run_dir, label="RUN_DIR")
 
 
 def read_stopped(run_dir: str | Path) -> dict | None:
     """What :func:`write_stopped` wrote (None: the session did not stop on request)."""
     try:
-        record = json.loads((status_dir(run_dir) / STOPPED).read_text())
-    except (OSError, ValueError):
+        record = json.loads(read_status(run_dir, status_dir(run_dir) / STOPPED))
+    except (OSError, ValueError):  # missing, a link, a FIFO, too large (a ConfigError is a ValueError)
         return None
     return record if isinstance(record, dict) else None

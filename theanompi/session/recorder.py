@@ -40,14 +40,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from theanompi.core.no_follow import Folder, folder_of
-from theanompi.core.safe_io import atomic_write_text
+from theanompi.core.no_follow import Folder
+from theanompi.core.safe_io import append_lines, atomic_write_text
 from theanompi.session.plots import plot_run
 from theanompi.session.tensorboard import Board, open_board, write_run
 from theanompi.session.watchdog import ACTIVITY
@@ -123,11 +122,7 @@ class Recorder:
 
     def _append(self, name: str, lines: list[str]) -> None:
         """Append ``lines`` to the records file ``name`` (never through a link: UnexpectedEntry)."""
-        folder, name = folder_of(self._files_dir / name, self._root, label="RUN_DIR")
-        with folder:
-            fd = folder.open_file(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        with os.fdopen(fd, "a") as f:
-            f.writelines(lines)
+        append_lines(self._files_dir / name, lines, root=self._root, label="RUN_DIR")
 
     def open_board(self, spec: SessionSpec) -> None:
         """Write these records as TensorBoard events too, the session's options first (a recorder that writes its

@@ -57,7 +57,7 @@ LOCK_NAME = ".session.lock"
 RUN_DIR_ENTRIES = {LOCK_NAME: False, "session.json": False, STATUS_DIR: True, "previous": True,
                    "epochs.jsonl": False, "iterations.jsonl": False, "summary.json": False, "final_params.npz": False,
                    "curves.png": False, "breakdown.png": False, "workers": True, "tensorboard": True,
-                   "mpiexec.app": False}
+                   "mpiexec.app": False, "restarts.jsonl": False}
 #: the entries of a CHECKPOINT_DIR theanompi writes (and ``ckpt-epoch-NNNN.hkl`` files)
 CHECKPOINT_DIR_ENTRIES = {LOCK_NAME: False, "latest": False, "previous": True}
 #: directories whose entries are moved by rename (a mount point there would fail with EXDEV)
