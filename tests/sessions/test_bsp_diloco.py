@@ -73,3 +73,19 @@ def test_diloco_with_a_compressed_pseudo_gradient_learns(tmp_path, kind):
                           **keys)
     assert (result["outer_optimizer"], result["compression"]) == ("nesterov", keys["BSP_COMPRESSION"])
     assert result["final_val_accuracy"] >= 0.9, result["final_val_accuracy"]
+
+
+def test_powersgd_state_starts_afresh_at_another_number_of_workers(tmp_path):
+    """A checkpoint of 2 workers resumed by 3 (a manual RESUME, or an elastic restart that grows): the workers start
+    from the consensus and PowerSGD's errors and Q start afresh (one line says so); the session finishes, and its
+    next checkpoint holds the state of 3 workers."""
+    common = dict(MLP, BSP_SYNC_TYPE="cdd", BSP_AVG_FREQ=None, BSP_COMPRESSION="powersgd", CHECKPOINT_EVERY=1,
+                  N_EPOCHS=2)
+    session(tmp_path, "two", **common)
+    cfg = write_cfg(tmp_path / "three.cfg", RUN_DIR="three", DEVICES="cpu0,cpu1,cpu2",
+                    RESUME="two/checkpoints/ckpt-epoch-0000.hkl", **common)
+    proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "a checkpoint of 2 workers resumed with 3: the powersgd state starts afresh" in proc.stdout + proc.stderr
+    states = load_checkpoint(tmp_path / "three/checkpoints/ckpt-epoch-0001.hkl")["worker_rule_state"]
+    assert len(states) == 3 and all(sorted(s) == ["powersgd_error", "powersgd_q"] for s in states)
