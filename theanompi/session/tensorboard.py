@@ -75,6 +75,9 @@ EPOCH_TAGS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("bytes_sent",), "comm/bytes_sent"),
 )
 ITERATION_TAG = "train/loss_per_iteration"
+#: the tags of an elastic session's restart (:meth:`Board.restart`; step: the iteration it resumed at), kept by a
+#: later restart's trimming up to its checkpoint's iteration
+RESTART_TAGS = ("session/restart", "elastic/workers")
 #: the event files' names (TensorBoard finds them by this prefix)
 EVENTS_PREFIX = "events.out.tfevents."
 #: the longest event record read back when trimming (a longer one is damage, not an event theanompi wrote)
@@ -302,10 +305,13 @@ def _records(f: IO[bytes]) -> Iterator[bytes]:
 
 def _keep_event(event: Any, last_step: int, last_iteration: int) -> bool:
     """Whether an event of an earlier session stays when the session resumes after epoch step ``last_step``
-    (epochs count from 1) at iteration ``last_iteration``: its scalars up to there, no text (options, summary)."""
+    (epochs count from 1) at iteration ``last_iteration``: its scalars up to there, no text (options, summary) but
+    the restarts' (:data:`RESTART_TAGS`, up to ``last_iteration``)."""
     if not event.HasField("summary"):
         return True  # the file's version record
     tags = [value.tag for value in event.summary.value]
+    if all(tag in RESTART_TAGS for tag in tags):  # an elastic session's earlier restarts: at their iteration
+        return event.step <= last_iteration
     if any(value.HasField("tensor") for value in event.summary.value):
         return False
     limit = last_iteration if tags == [ITERATION_TAG] else last_step
