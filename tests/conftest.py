@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -152,6 +153,36 @@ def tensorboard_points(log_dir: Path) -> tuple[dict[str, list[tuple[int, float]]
 #: (this Open MPI 5 binds none: PMIx talks TCP): a temp directory longer than this (a deep --basetemp) is not handed
 #: to the subprocesses.
 MAX_SUBPROCESS_TMPDIR = 60
+
+
+def marked_processes(mark: str) -> list[tuple[int, str]]:
+    """(pid, name) of every live process but this one whose environment carries ``THEANOMPI_TEST_MARK=mark``."""
+    needle = f"THEANOMPI_TEST_MARK={mark}".encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle in Path(entry.path, "environ").read_bytes().split(b"\0"):
+                found.append((int(entry.name), Path(entry.path, "comm").read_text().strip()))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.fixture
+def ends_its_processes(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A mark (``THEANOMPI_TEST_MARK``, set in this process's environment for the launches that inherit it) for the
+    test's processes; afterwards, passed or failed (a launcher killed at its timeout leaves its mpiexec and ranks),
+    every process still carrying it is killed."""
+    mark = f"{os.getpid()}-{time.monotonic_ns()}"
+    monkeypatch.setenv("THEANOMPI_TEST_MARK", mark)
+    yield mark
+    for pid, _ in marked_processes(mark):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 @pytest.fixture(scope="session", autouse=True)

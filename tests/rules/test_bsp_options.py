@@ -17,7 +17,7 @@ def _plan(modelclass="MLP", modelfile="theanompi.models.mlp", **options):
     ({"outer_lr": 0}, "BSP_OUTER_LR=0 is not allowed; use a finite number > 0"),
     ({"outer_optimizer": "adam"}, "BSP_OUTER_OPTIMIZER='adam' is not allowed; use one of: none, nesterov"),
     ({"compression": "int8"}, "BSP_COMPRESSION='int8' is not allowed; use one of: none, fp16, bf16, powersgd"),
-    ({"powersgd_rank": 0}, "BSP_POWERSGD_RANK=0 is not allowed; use an integer >= 1"),
+    ({"powersgd_rank": 0}, "BSP_POWERSGD_RANK=0 is not allowed; use an integer from 1 to 65536"),
     ({"powersgd_start_iter": -1}, "BSP_POWERSGD_START_ITER=-1 is not allowed; use an integer >= 0"),
     ({"outer_optimizer": "nesterov", "sync_type": "cdd"},
      "BSP_OUTER_OPTIMIZER=nesterov steps avg's pseudo-gradients; it needs BSP_SYNC_TYPE=avg (the session's is cdd)"),

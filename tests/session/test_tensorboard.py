@@ -101,3 +101,22 @@ def test_recorder_command_writes_the_events_and_refuses_twice(tmp_path):
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert none.returncode == 2
     assert none.stderr.strip().splitlines()[-1] == f"theanompi.session.recorder: {empty} has no epochs.jsonl records"
+
+
+def test_a_resume_keeps_the_earlier_restarts_events_up_to_its_iteration(tmp_path):
+    """An elastic session's restarts (step: the iteration resumed at) survive a later restart's trimming of the
+    events (issue 39's records trimmed on resume with issue 37's restart events); past the checkpoint they go."""
+    from theanompi.core.no_follow import Folder
+    from theanompi.session.tensorboard import trim_events
+
+    recorder = Recorder(tmp_path)
+    recorder.open_board(spec_for(tmp_path))
+    assert recorder.board is not None
+    recorder.board.restart({"reason": "lost", "iteration": 12, "workers_after": 2})
+    recorder.board.restart({"reason": "grow", "iteration": 40, "workers_after": 3})
+    record_a_run(recorder)
+    with Folder.open(tmp_path) as run:
+        trim_events(run, "tensorboard", last_step=2, last_iteration=30)
+    scalars, texts = tensorboard_points(tmp_path / "tensorboard")
+    assert scalars["elastic/workers"] == [(12, 2.0)] and len(texts["session/restart"]) == 1
+    assert [step for step, _ in scalars["val/accuracy"]] == [1, 2] and "session/options" not in texts

@@ -223,7 +223,7 @@ def store_function(path: Path, maker, shared: list, modules: Sequence[str] = ())
         return
     make_private_dir(path.parent)
     entry = ENTRY_MAGIC + path.stem.encode() + b"\n" + blob
-    atomic_write(path, lambda tmp: tmp.write_bytes(entry), mode=0o600)
+    atomic_write(path, lambda f: f.write(entry), mode=0o600)
     prune(path.parent)
 
 

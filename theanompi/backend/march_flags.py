@@ -34,7 +34,11 @@ import pytensor
 from pytensor.link.c.cmodule import GCC_compiler
 
 from theanompi.backend.pytensor_config import cache_root
+from theanompi.core.no_follow import read_bounded
 from theanompi.core.safe_io import atomic_write_text
+
+#: the most a flags file holds (a JSON list of compiler flags)
+FLAGS_LIMIT = 64 * 1024
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +95,8 @@ def flags_file(cache_dir: Path, cxx: str, cxxflags: str, pytensor_version: str,
 
 
 def _read_flags(path: Path) -> list[str] | None:
-    try:
-        flags = json.loads(path.read_text())["flags"]
+    try:  # a ConfigError (a link, a FIFO, a file too large) is a ValueError
+        flags = json.loads(read_bounded(path, FLAGS_LIMIT, "march flags", root=path.parent))["flags"]
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as err:

@@ -43,6 +43,7 @@ import pytensor
 from pytensor.link.c import cmodule
 
 from theanompi.backend.graph_pickles import graph_unpickler
+from theanompi.core.no_follow import open_regular
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ def _register(cache, root: str, packages: tuple[str, ...]) -> bool:
         entry = module_name_from_dir(root)
         if time.time() - last_access_time(entry) >= cache.age_thresh_use:
             return False  # pytensor no longer uses it (and may delete it)
-        with open(key_pkl, "rb") as f:
+        with os.fdopen(open_regular(key_pkl, "module key", root=root), "rb") as f:  # never through a link
             key_data = graph_unpickler(f, source=key_pkl, packages=packages).load()
     except Exception as err:  # as pytensor's refresh: an unreadable entry is skipped
         log.debug("module preload: skipping %s (%s)", root, err)

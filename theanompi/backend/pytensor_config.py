@@ -46,8 +46,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from theanompi.core.errors import ConfigError
+from theanompi.core.no_follow import read_bounded
 from theanompi.core.private_paths import make_private_dir, untrusted_tree
 from theanompi.core.safe_io import atomic_write_text
+
+#: the most a pytensorrc theanompi wrote holds
+RC_LIMIT = 64 * 1024
 
 log = logging.getLogger(__name__)
 
@@ -398,11 +403,11 @@ def write_pytensorrc(cache_dir: Path | None = None, floatx: str | None = "float3
     text = pytensorrc_text(cache_dir, floatx)
     rc_path = cache_dir / f"pytensorrc-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
     try:
-        found: str | None = rc_path.read_text(errors="replace")
+        found: str | None = read_bounded(rc_path, RC_LIMIT, "pytensorrc", root=cache_dir).decode(errors="replace")
     except FileNotFoundError:
         found = None
-    except OSError as err:  # e.g. a directory in its place
-        found = f"<unreadable: {err.strerror or err}>"
+    except (OSError, ConfigError) as err:  # e.g. a directory, a link or a FIFO in its place
+        found = f"<unreadable: {getattr(err, 'strerror', None) or err}>"
     if found != text:
         if found is not None:
             log.warning("theanompi: %s was damaged (its text is not the settings it holds); rewritten", rc_path)

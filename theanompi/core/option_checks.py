@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Iterable
 from typing import Any
 
 from theanompi.core.errors import ConfigError
@@ -59,6 +60,43 @@ def check_installed(key: str, enabled: bool, package: str) -> None:
     if enabled and importlib.util.find_spec(package) is None:
         raise ConfigError(f"{key}=true needs the {package} package, which is not installed here "
                           f"(pip install {package}); or set {key}=false")
+
+
+#: MAX_RANKS_PER_HOST's default, per core of this host
+RANKS_PER_CORE = 8
+
+
+def ranks_per_host_limit(setting: int, cores: int | None = None) -> tuple[int, str]:
+    """The most ranks a host may get, and how to say it: MAX_RANKS_PER_HOST when set, else :data:`RANKS_PER_CORE` x
+    this host's cores (``cores``: default ``os.cpu_count()``).
+
+    >>> ranks_per_host_limit(0, cores=2)
+    (16, "MAX_RANKS_PER_HOST (by default 8 x this host's 2 cores = 16)")
+    >>> ranks_per_host_limit(100)
+    (100, 'MAX_RANKS_PER_HOST=100')
+    """
+    if setting:
+        return setting, f"MAX_RANKS_PER_HOST={setting}"
+    cores = cores or os.cpu_count() or 1
+    limit = RANKS_PER_CORE * cores
+    return limit, f"MAX_RANKS_PER_HOST (by default {RANKS_PER_CORE} x this host's {cores} cores = {limit})"
+
+
+def check_ranks_per_host(counts: Iterable[tuple[str, int]], setting: int, key: str = "DEVICES") -> None:
+    """Every (host, ranks) of ``counts`` within the per-host limit (:func:`ranks_per_host_limit`); ConfigError naming
+    ``key``, the host and how to start them anyway.
+
+    >>> check_ranks_per_host([("", 40)], 0, "DEVICES")          # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    theanompi.core.errors.ConfigError: DEVICES: 40 ranks on this host, more than MAX_RANKS_PER_HOST (...): a typo? \
+To start them, set MAX_RANKS_PER_HOST=40
+    """
+    limit, said = ranks_per_host_limit(setting)
+    for host, count in counts:
+        if count > limit:
+            raise ConfigError(f"{key}: {count} ranks on {host or 'this host'}, more than {said}: a typo? To start "
+                              f"them, set MAX_RANKS_PER_HOST={count}")
 
 
 def check_elastic(options: Any, n_workers: int, cwd: str = ".") -> None:

@@ -135,6 +135,97 @@ def epoch_count(value: Any) -> int:
     return number
 
 
+@dataclass(frozen=True)
+class _IntRange:
+    """What :func:`int_range` makes: a parser that says what it accepts."""
+
+    low: int
+    high: int
+
+    @property
+    def accepts(self) -> str:
+        return f"an integer from {self.low} to {self.high}"
+
+    def __call__(self, value: Any) -> int:
+        number = _number(value, int)
+        if number is None or number < self.low:
+            raise InvalidValue(f"use an integer >= {self.low}" if number is None or self.high >= 10**6
+                               else f"use {self.accepts}")
+        if number > self.high:
+            raise InvalidValue(f"use {self.accepts}")
+        return number
+
+
+def int_range(low: int, high: int) -> Callable[[Any], int]:
+    """Parser of an integer in [``low``, ``high``]: an option whose value reaches C (a seed, a count a buffer holds)
+    or a clock takes what its use takes, no more.
+
+    >>> int_range(1, 10)("7"), int_range(1, 10).accepts
+    (7, 'an integer from 1 to 10')
+    >>> int_range(0, 2**32 - 1)(2**64)
+    Traceback (most recent call last):
+    ...
+    theanompi.core.options.InvalidValue: use an integer from 0 to 4294967295
+    """
+    return _IntRange(low, high)
+
+
+#: the most seconds a duration option takes (~116 days; a clock's wait with more overflows)
+MAX_SECONDS = 10**7
+
+
+def seconds(value: Any) -> float:
+    """A duration in seconds, from 0 to :data:`MAX_SECONDS` (``threading``'s waits refuse much longer ones).
+
+    >>> seconds("2.5"), seconds(0)
+    (2.5, 0.0)
+    >>> seconds("1e300")
+    Traceback (most recent call last):
+    ...
+    theanompi.core.options.InvalidValue: use seconds from 0 to 10000000
+    """
+    number = _number(value, float)
+    if number is None or not 0.0 <= number <= MAX_SECONDS:
+        raise InvalidValue(f"use seconds from 0 to {MAX_SECONDS}")
+    return number
+
+
+def float_range(low: float, high: float, zero: bool = False) -> Callable[[Any], float]:
+    """Parser of a number in [``low``, ``high``] (``zero``: 0 too, as 'off').
+
+    >>> float_range(0.001, 4096, zero=True)("0"), float_range(0.001, 4096, zero=True)("1e-320")
+    Traceback (most recent call last):
+    ...
+    theanompi.core.options.InvalidValue: use 0, or a number from 0.001 to 4096
+    """
+    said = f"{'0, or ' if zero else ''}a number from {low:g} to {high:g}"
+
+    def parse(value: Any) -> float:
+        number = _number(value, float)
+        if number is None or not (low <= number <= high or (zero and number == 0.0)):
+            raise InvalidValue(f"use {said}")
+        return number
+
+    return predicate_parser_with(parse, said)
+
+
+def path_value(value: Any) -> str:
+    """A path given as text: not empty, no NUL byte (no file name has one), at most 4096 bytes (the system's
+    PATH_MAX).
+
+    >>> path_value("runs/a")
+    'runs/a'
+    >>> path_value("runs/\\0a")
+    Traceback (most recent call last):
+    ...
+    theanompi.core.options.InvalidValue: use a path (non-empty, without NUL, at most 4096 bytes)
+    """
+    text = str(value).strip()
+    if not text or "\0" in text or len(text.encode(errors="surrogateescape")) > 4096:
+        raise InvalidValue("use a path (non-empty, without NUL, at most 4096 bytes)")
+    return text
+
+
 def non_negative_int(value: Any) -> int:
     number = _number(value, int)
     if number is None or number < 0:
@@ -218,6 +309,12 @@ def predicate_parser(test: Callable[[Any], bool], allowed: str) -> Callable[[Any
     theanompi.core.options.InvalidValue: use an even integer
     """
     return _Predicate(test, allowed)
+
+
+def predicate_parser_with(parse: Callable[[Any], Any], accepts: str) -> Callable[[Any], Any]:
+    """``parse`` that says what it accepts (:meth:`Option.accepts` shows it)."""
+    setattr(parse, "accepts", accepts)  # noqa: B010 - a function's attribute, read by Option.accepts
+    return parse
 
 
 @dataclass(frozen=True)

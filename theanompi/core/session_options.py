@@ -38,18 +38,20 @@ from typing import Any, ClassVar, TypeVar
 from theanompi.core.errors import ConfigError
 from theanompi.core.lr_schedule import SCHEDULES
 from theanompi.core.options import (
+    MAX_EPOCHS,
     Option,
     boolean,
     choice,
     epoch_count,
+    float_range,
     fraction,
     int_list,
+    int_range,
     non_negative_float,
-    non_negative_int,
     option,
+    path_value,
     positive_float,
-    positive_int,
-    text_value,
+    seconds,
     unit_interval,
 )
 
@@ -63,6 +65,17 @@ COMPRESSIONS = ("none", "fp16", "bf16", "powersgd")
 UPDATER_NAMES = ("add", "sgd", "momentum", "adagrad")
 #: ASGD_STALENESS's values (``theanompi.comm.ps.staleness`` implements each)
 STALENESS_MODES = ("none", "scale", "compensate")
+#: the largest SEED: NumPy's RandomState (and Keras's seeding through it) takes no more; PyTorch and JAX take it
+MAX_SEED = 2**32 - 1
+#: the most ranks a session starts (per host, MAX_RANKS_PER_HOST bounds them lower)
+MAX_SESSION_RANKS = 65536
+#: the most iterations between two events of a rule (exchanges, averages, pushes, TensorBoard points): more never
+#: comes, and a grant travels in an int64
+MAX_STEPS_BETWEEN = 10**9
+#: the most restarts an elastic session makes (MAX_RESTARTS)
+MAX_RESTART_COUNT = 10**6
+#: the largest rank r of BSP's PowerSGD (a matrix's P Q^T; a matrix is never wider)
+MAX_POWERSGD_RANK = 65536
 
 Options = TypeVar("Options", bound="SessionOptions")
 #: the epochs of a session when neither N_EPOCHS nor the model says
@@ -82,18 +95,19 @@ class SessionOptions:
 
     n_epochs: int | None = option("N_EPOCHS", epoch_count, None,
                                   "epochs to train (default: the model's n_epochs, else 10)")
-    seed: int = option("SEED", non_negative_int, 0, "seed for initialisation and the common shuffle")
-    threads: int = option("THREADS_PER_WORKER", non_negative_int, 0,
+    seed: int = option("SEED", int_range(0, MAX_SEED), 0,
+                       "seed for initialisation and the common shuffle (NumPy, PyTorch and JAX all take it)")
+    threads: int = option("THREADS_PER_WORKER", int_range(0, 1024), 0,
                           "BLAS/OpenMP threads per rank (0: cores / local ranks)")
     bind: str = option("BIND", choice("none", "core", "socket", "numa"), "none",
                        "bind each rank through mpiexec --bind-to")
-    run_dir: str | None = option("RUN_DIR", text_value, None,
+    run_dir: str | None = option("RUN_DIR", path_value, None,
                                  "directory for logs, records and the final model (default runs/RULE-TIME)")
     log_level: str = option("LOG_LEVEL", choice("DEBUG", "INFO", "WARNING", "ERROR"), "INFO",
                             "logging level of rank 0")
     lr_scaling: str = option("LR_SCALING", choice("none", "linear"), "none",
                              "linear: multiply the learning rate by the number of workers")
-    warmup_epochs: float = option("WARMUP_EPOCHS", non_negative_float, 0.0,
+    warmup_epochs: float = option("WARMUP_EPOCHS", float_range(0.0, MAX_EPOCHS), 0.0,
                                   "epochs over which a scaled learning rate ramps up from its 1-worker value")
     # ----- learning at scale: the learning-rate schedule and averaged weights (issue 38) -----
     lr_schedule: str = option("LR_SCHEDULE", choice(*SCHEDULES), "constant",
@@ -108,7 +122,7 @@ class SessionOptions:
                                   "average of the rule's model")
     ema_decay: float = option("EMA_DECAY", unit_interval, 0.998,
                               "the average's decay per batch trained by one worker")
-    ema_start_epoch: int = option("EMA_START_EPOCH", non_negative_int, 0,
+    ema_start_epoch: int = option("EMA_START_EPOCH", int_range(0, MAX_EPOCHS), 0,
                                   "the epoch (from 0) from which the average lags the model (before it: the model)")
     check_finite: bool = option("CHECK_FINITE", boolean, True, "stop on NaN/Inf in a buffer about to be exchanged")
     plots: bool = option("PLOTS", boolean, True,
@@ -117,40 +131,48 @@ class SessionOptions:
     tensorboard: bool = option("TENSORBOARD", boolean, True,
                                "write TensorBoard event files into RUN_DIR/tensorboard: per epoch, per iteration, "
                                "the options")
-    tensorboard_every: int = option("TENSORBOARD_EVERY", non_negative_int, 10,
+    tensorboard_every: int = option("TENSORBOARD_EVERY", int_range(0, MAX_STEPS_BETWEEN), 10,
                                     "iterations between TensorBoard's training-loss points (0: per epoch only)")
-    progress_every: float = option("PROGRESS_EVERY", non_negative_float, 60.0,
+    progress_every: float = option("PROGRESS_EVERY", seconds, 60.0,
                                    "seconds between progress lines inside an epoch when stdout is not a terminal "
                                    "(a terminal gets a progress bar; 0: neither)")
-    watchdog: float = option("WATCHDOG", non_negative_float, 300.0,
+    watchdog: float = option("WATCHDOG", seconds, 300.0,
                              "seconds a rank may go without progress in any phase (a step, an exchange, validation, "
                              "a server's loop) before the session is stopped, naming it (0: never)")
-    watchdog_build: float = option("WATCHDOG_BUILD", non_negative_float, 600.0,
+    watchdog_build: float = option("WATCHDOG_BUILD", seconds, 600.0,
                                    "the same limit for building and compiling the model, which can take minutes "
                                    "(0: WATCHDOG)")
-    checkpoint_every: int = option("CHECKPOINT_EVERY", non_negative_int, 0,
+    # ----- start-up and the allocation's size (issue 39) ------------------------------------------------------------
+    startup_timeout: float = option("STARTUP_TIMEOUT", seconds, 60.0,
+                                    "seconds every rank has to report its start (a host that does not answer, a "
+                                    "daemon or a Python that cannot start) before the session is ended, naming the "
+                                    "hosts and the likely cause (0: never); ssh gets half of it as ConnectTimeout")
+    max_ranks_per_host: int = option("MAX_RANKS_PER_HOST", int_range(0, MAX_SESSION_RANKS), 0,
+                                     "the most ranks a host may get, above which an allocation, a hostfile or "
+                                     "DEVICES is refused as a typo (0: 8 x this host's cores); set it to start more")
+    checkpoint_every: int = option("CHECKPOINT_EVERY", int_range(0, MAX_EPOCHS), 0,
                                    "save a checkpoint every K epochs (0: never)")
-    checkpoint_dir: str | None = option("CHECKPOINT_DIR", text_value, None,
+    checkpoint_dir: str | None = option("CHECKPOINT_DIR", path_value, None,
                                         "where checkpoints go (default RUN_DIR/checkpoints)")
-    resume: str | None = option("RESUME", text_value, None,
+    resume: str | None = option("RESUME", path_value, None,
                                 "continue from a checkpoint file or directory (its newest)")
     # ----- elastic sessions (theanompi.launch.elastic): restarts on a membership change, growth, checkpoints
-    checkpoint_every_iters: int = option("CHECKPOINT_EVERY_ITERS", non_negative_int, 0,
+    checkpoint_every_iters: int = option("CHECKPOINT_EVERY_ITERS", int_range(0, MAX_STEPS_BETWEEN), 0,
                                          "also save a checkpoint every K iterations, inside epochs, resumed at the "
                                          "same sample (0: only CHECKPOINT_EVERY's)")
-    max_restarts: int = option("MAX_RESTARTS", non_negative_int, 0,
+    max_restarts: int = option("MAX_RESTARTS", int_range(0, MAX_RESTART_COUNT), 0,
                                "restarts from the newest checkpoint after a lost worker or host (0: a lost worker "
                                "ends the session)")
-    min_workers: int = option("MIN_WORKERS", non_negative_int, 0,
+    min_workers: int = option("MIN_WORKERS", int_range(0, MAX_SESSION_RANKS), 0,
                               "fewest workers a restart may continue with (0: as many as the session started with)")
-    max_workers: int = option("MAX_WORKERS", non_negative_int, 0,
+    max_workers: int = option("MAX_WORKERS", int_range(0, MAX_SESSION_RANKS), 0,
                               "most workers the session grows to when HOST_DISCOVERY offers more (0: no limit)")
-    host_discovery: str | None = option("HOST_DISCOVERY", text_value, None,
+    host_discovery: str | None = option("HOST_DISCOVERY", path_value, None,
                                         "an executable that prints the available hosts as 'host:slots' lines, "
                                         "read at start, at every restart and while the session runs")
-    elastic_wait: float = option("ELASTIC_WAIT", non_negative_float, 60.0,
+    elastic_wait: float = option("ELASTIC_WAIT", seconds, 60.0,
                                  "seconds a restart waits for MIN_WORKERS workers before it gives up")
-    elastic_cooldown: float = option("ELASTIC_COOLDOWN", non_negative_float, 60.0,
+    elastic_cooldown: float = option("ELASTIC_COOLDOWN", seconds, 60.0,
                                      "seconds a failed device or host is left out of restarts")
     compute: str = option("COMPUTE", choice("auto", "c", "jax"), "auto",
                           "pytensor backend: c (C code on the CPU) or jax (JAX mode, params kept on the device); "
@@ -237,8 +259,9 @@ class BSPOptions(SessionOptions):
                             "cdd: average update vectors every step; avg: average parameters every avg_freq steps")
     exch_strategy: str = option("BSP_EXCH_STRATEGY", choice(*HOST_EXCH_STRATEGIES, *GPU_EXCH_STRATEGIES), "ar",
                                 "how buffers travel (ar: host MPI)")
-    avg_freq: int = option("BSP_AVG_FREQ", positive_int, 1, "avg: iterations between parameter averages")
-    bucket_mb: float = option("BSP_BUCKET_MB", non_negative_float, 1.0,
+    avg_freq: int = option("BSP_AVG_FREQ", int_range(1, MAX_STEPS_BETWEEN), 1,
+                           "avg: iterations between parameter averages")
+    bucket_mb: float = option("BSP_BUCKET_MB", float_range(0.001, 4096.0, zero=True), 1.0,
                               "cdd: megabytes per gradient bucket summed while backward still runs, for models "
                               "that offer it (PyTorch) on ar, cudampi or nccl32; 0: one allreduce after backward")
     # DiLoCo (avg's outer optimizer) and compression of what BSP exchanges
@@ -250,8 +273,9 @@ class BSPOptions(SessionOptions):
     compression: str = option("BSP_COMPRESSION", choice(*COMPRESSIONS), "none",
                               "what BSP exchanges (cdd: update vectors, avg: pseudo-gradients) on the wire: "
                               "none, fp16 or bf16 (16-bit floats summed in fp32), powersgd (rank-r, error feedback)")
-    powersgd_rank: int = option("BSP_POWERSGD_RANK", positive_int, 2, "powersgd: the rank r of each matrix's P Q^T")
-    powersgd_start_iter: int = option("BSP_POWERSGD_START_ITER", non_negative_int, 0,
+    powersgd_rank: int = option("BSP_POWERSGD_RANK", int_range(1, MAX_POWERSGD_RANK), 2,
+                                "powersgd: the rank r of each matrix's P Q^T")
+    powersgd_start_iter: int = option("BSP_POWERSGD_START_ITER", int_range(0, MAX_STEPS_BETWEEN), 0,
                                       "powersgd: iterations exchanged uncompressed before PowerSGD starts")
 
 
@@ -263,7 +287,8 @@ class EASGDOptions(SessionOptions):
 
     alpha: float = option("EASGD_ALPHA", fraction, 0.5,
                           "moving rate: each exchange moves worker and centre alpha*(w - c) towards each other")
-    tau: int = option("EASGD_TAU", positive_int, 4, "local steps between a worker's exchanges with the server")
+    tau: int = option("EASGD_TAU", int_range(1, MAX_STEPS_BETWEEN), 4,
+                      "local steps between a worker's exchanges with the server")
 
 
 @dataclass(frozen=True)
@@ -282,8 +307,9 @@ class ASGDOptions(SessionOptions):
     rule: ClassVar[str] = "ASGD"
 
     sync: bool = option("ASGD_SYNC", boolean, False, "true: every worker's i-th pull returns the same values")
-    n_servers: int = option("ASGD_SERVERS", positive_int, 1, "server ranks; parameters are sharded over them")
-    push_freq: int = option("ASGD_FREQ", positive_int, 1, "local steps between push/pull exchanges")
+    n_servers: int = option("ASGD_SERVERS", int_range(1, MAX_SESSION_RANKS), 1,
+                            "server ranks; parameters are sharded over them")
+    push_freq: int = option("ASGD_FREQ", int_range(1, MAX_STEPS_BETWEEN), 1, "local steps between push/pull exchanges")
     updater: str = option("ASGD_UPDATER", choice(*UPDATER_NAMES), "add", "how the server applies a pushed delta")
     server_lr: float = option("ASGD_LR", positive_float, 0.05, "learning rate of the sgd/momentum/adagrad updaters")
     server_momentum: float = option("ASGD_MOMENTUM", unit_interval, 0.9, "momentum of the momentum updater")
@@ -292,7 +318,7 @@ class ASGDOptions(SessionOptions):
                             "compensate (DC-ASGD's delay compensation)")
     dc_lambda: float = option("ASGD_DC_LAMBDA", positive_float, 2.0,
                               "lambda0 of ASGD_STALENESS=compensate (DC-ASGD-a's variance control)")
-    max_staleness: int = option("ASGD_MAX_STALENESS", non_negative_int, 0,
+    max_staleness: int = option("ASGD_MAX_STALENESS", int_range(0, MAX_STEPS_BETWEEN), 0,
                                 "bounded staleness: a worker more than this many steps ahead of the slowest one "
                                 "waits at its pull (0: never waits)")
     momentum_correction: str = option("ASGD_MOMENTUM_CORRECTION", choice("none", "implicit"), "none",

@@ -6,6 +6,14 @@ allocation (``SLURM_JOB_NODELIST``), then a PBS one (``PBS_NODEFILE``). Each giv
 machine's workers come first (rank 0 writes the records on the launching host). A malformed list or file is a
 ConfigError naming the variable (or the file and line) and what is wrong.
 
+Each machine is named once: every name of this machine (its name, short or long, ``localhost``, a loopback address,
+Slurm's ``SLURMD_NODENAME``) is this machine, its workers summed; another machine under a short and a long name
+(``node1``, ``node1.cluster``) is refused naming both places. The files are read only if they are regular files
+(:mod:`theanompi.core.no_follow`: a FIFO or ``/dev/zero`` is refused at once) of at most :data:`FILE_LIMIT` bytes,
+and no allocation may ask for more ranks on a host than MAX_RANKS_PER_HOST (:data:`RANKS_PER_CORE` x this host's
+cores unless set) nor more than a session's :data:`~theanompi.core.session_options.MAX_SESSION_RANKS`: a typo
+(``SLURM_TASKS_PER_NODE=99999``) is one line naming where the count came from, before anything is written.
+
 Example
 -------
 >>> expand_hostlist("node[01-03,07],login-a")
@@ -19,6 +27,12 @@ Example
 Traceback (most recent call last):
 ...
 theanompi.core.errors.ConfigError: host list 'node[3-1]': range '3-1' runs backwards
+>>> read_allocation({"SLURM_JOB_NODELIST": "localhost", "SLURM_TASKS_PER_NODE": "999"}, scontrol=None,
+...                 max_per_host=16)
+Traceback (most recent call last):
+...
+theanompi.core.errors.ConfigError: SLURM_TASKS_PER_NODE='999': 999 ranks on this host (localhost), more than \
+MAX_RANKS_PER_HOST=16: a typo? To start them, set MAX_RANKS_PER_HOST=999
 """
 
 from __future__ import annotations
@@ -28,11 +42,13 @@ import shutil
 import socket
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 
-from theanompi.core.devices import HOST_RE
+from theanompi.core.devices import HOST_RE, LOCAL_HOSTS
 from theanompi.core.errors import ConfigError
+from theanompi.core.no_follow import read_bounded
+from theanompi.core.option_checks import ranks_per_host_limit
+from theanompi.core.session_options import MAX_SESSION_RANKS
 
 #: more hosts than this in one list is a typo (``node[1-99999999]``), not an allocation
 MAX_HOSTS = 100_000
@@ -40,6 +56,10 @@ _TASKS_RE = re.compile(r"^(\d+)(?:\(x(\d+)\))?$")
 _GPU_LINE_RE = re.compile(r"^(.+)-gpu(\d+)$")  # Torque's PBS_GPUFILE: one 'HOST-gpuN' line per allocated GPU
 #: the Open MPI hostfile keys theanompi reads (slots) or accepts and ignores (the others)
 HOSTFILE_KEYS = ("slots", "max_slots", "max-slots")
+#: the most a hostfile, node file or GPU file holds (a host a line, MAX_HOSTS of them, with room to spare)
+FILE_LIMIT = 16 << 20
+#: names every machine gives itself
+LOOPBACK_NAMES = frozenset(LOCAL_HOSTS - {""}) | {"localhost.localdomain", "::1", "ip6-localhost"}
 
 
 @dataclass(frozen=True)
@@ -48,6 +68,15 @@ class Allocation:
 
     source: str
     devices: str
+
+
+@dataclass
+class Group:
+    """The devices an allocation gives one host name, and where it said so (``file:line``, ``VARIABLE='value'``)."""
+
+    host: str
+    devices: list[str]
+    origins: list[str] = field(default_factory=list)
 
 
 # ----- Slurm's host lists ---------------------------------------------------------------------------------------------
@@ -148,6 +177,9 @@ def expand_tasks_per_node(text: str, n_hosts: int, what: str | None = None) -> l
         match = _TASKS_RE.match(item.strip())
         if not match or int(match.group(1)) < 1 or int(match.group(2) or 1) < 1:
             raise ConfigError(f"{what}: {item.strip()!r} is not N or N(xM) (N, M >= 1)")
+        if int(match.group(1)) > MAX_SESSION_RANKS:
+            raise ConfigError(f"{what}: {match.group(1)} tasks on a node, more than a session's {MAX_SESSION_RANKS} "
+                              "ranks: a typo?")
         repeat = int(match.group(2) or 1)
         if len(counts) + repeat > MAX_HOSTS:
             raise ConfigError(f"{what}: more than {MAX_HOSTS} nodes")
@@ -161,6 +193,8 @@ def _positive_count(environ: Mapping[str, str], name: str) -> int:
     text = environ[name].strip()
     if not text.isdigit() or int(text) < 1:
         raise ConfigError(f"{name}={environ[name]!r} is not a count >= 1")
+    if int(text) > MAX_SESSION_RANKS:
+        raise ConfigError(f"{name}={environ[name]!r}: more than a session's {MAX_SESSION_RANKS} ranks: a typo?")
     return int(text)
 
 
@@ -176,7 +210,7 @@ def _slurm_gpus(environ: Mapping[str, str]) -> tuple[int, str]:
     return 0, ""
 
 
-def slurm_allocation(environ: Mapping[str, str], scontrol: str | None) -> Allocation:
+def slurm_allocation(environ: Mapping[str, str], scontrol: str | None, max_per_host: int = 0) -> Allocation:
     """The workers of the Slurm job whose variables ``environ`` holds (``scontrol``: its path, or None)."""
     name = "SLURM_JOB_NODELIST" if environ.get("SLURM_JOB_NODELIST") else "SLURM_NODELIST"
     nodelist = environ[name]
@@ -186,26 +220,32 @@ def slurm_allocation(environ: Mapping[str, str], scontrol: str | None) -> Alloca
     gpus, gpu_variable = _slurm_gpus(environ)
     if gpus:
         said.append(f"{gpu_variable}={environ[gpu_variable]}")
-        groups = [(host, [f"cuda{i}" for i in range(gpus)]) for host in hosts]
+        origin = f"{gpu_variable}={environ[gpu_variable]!r}"
+        groups = [Group(host, [f"cuda{i}" for i in range(gpus)], [origin]) for host in hosts]
     else:
+        origin = what
         if environ.get("SLURM_TASKS_PER_NODE"):
             text = environ["SLURM_TASKS_PER_NODE"]
-            counts = expand_tasks_per_node(text, len(hosts), f"SLURM_TASKS_PER_NODE={text!r}")
+            origin = f"SLURM_TASKS_PER_NODE={text!r}"
+            counts = expand_tasks_per_node(text, len(hosts), origin)
             said.append(f"SLURM_TASKS_PER_NODE={text}")
         elif environ.get("SLURM_NTASKS_PER_NODE"):
             counts = [_positive_count(environ, "SLURM_NTASKS_PER_NODE")] * len(hosts)
+            origin = f"SLURM_NTASKS_PER_NODE={environ['SLURM_NTASKS_PER_NODE']!r}"
             said.append(f"SLURM_NTASKS_PER_NODE={environ['SLURM_NTASKS_PER_NODE']}")
         else:
             counts = [1] * len(hosts)
-        groups = [(host, [f"cpu{i}" for i in range(n)]) for host, n in zip(hosts, counts)]
-    return _allocation(f"the Slurm allocation ({', '.join(said)})", groups, environ)
+        _check_counts(zip(hosts, counts), origin, max_per_host, environ)
+        groups = [Group(host, [f"cpu{i}" for i in range(n)], [origin]) for host, n in zip(hosts, counts)]
+    return _allocation(f"the Slurm allocation ({', '.join(said)})", groups, environ, max_per_host, what)
 
 
 # ----- PBS / Torque ---------------------------------------------------------------------------------------------------
 def _read_lines(path: str, what: str) -> list[tuple[int, str]]:
-    """(line number, text) of the non-blank lines of ``path``, ``#`` comments removed."""
+    """(line number, text) of the non-blank lines of ``path``, ``#`` comments removed; ``path`` must be a regular
+    file (a FIFO or a device is refused at once) of at most :data:`FILE_LIMIT` bytes."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_bounded(path, FILE_LIMIT, what.split("=")[0].split(" ")[0]).decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{what}: no such file") from None
     except (OSError, UnicodeDecodeError) as err:
@@ -217,43 +257,47 @@ def _read_lines(path: str, what: str) -> list[tuple[int, str]]:
     return lines
 
 
-def _counted_hosts(lines: list[tuple[int, str]], what: str) -> dict[str, int]:
-    """One host name per line -> lines per host, in the order hosts first appear."""
-    counts: dict[str, int] = {}
+def _counted_hosts(lines: list[tuple[int, str]], what: str) -> dict[str, tuple[int, list[str]]]:
+    """One host name per line -> (lines per host, where they are), in the order hosts first appear."""
+    counts: dict[str, tuple[int, list[str]]] = {}
     for lineno, line in lines:
         if not HOST_RE.match(line):
             raise ConfigError(f"{what}:{lineno}: {line!r} is not a host name")
-        counts[line] = counts.get(line, 0) + 1
+        count, origins = counts.get(line, (0, []))
+        counts[line] = (count + 1, origins if origins else [f"{what}:{lineno}"])
     return counts
 
 
-def pbs_allocation(environ: Mapping[str, str]) -> Allocation:
+def pbs_allocation(environ: Mapping[str, str], max_per_host: int = 0) -> Allocation:
     """The workers of the PBS/Torque job whose variables ``environ`` holds: one per line of ``PBS_NODEFILE`` (a
     host appears once per allocated task), or one per line of Torque's ``PBS_GPUFILE`` (``HOST-gpuN``)."""
     nodefile = environ["PBS_NODEFILE"]
     said = f"PBS_NODEFILE={nodefile}"
-    counts = _counted_hosts(_read_lines(nodefile, f"PBS_NODEFILE={nodefile!r}"), f"PBS_NODEFILE={nodefile!r}")
-    groups = [(host, [f"cpu{i}" for i in range(n)]) for host, n in counts.items()]
+    what = f"PBS_NODEFILE={nodefile!r}"
+    counts = _counted_hosts(_read_lines(nodefile, what), what)
+    _check_counts(((host, n) for host, (n, _) in counts.items()), what, max_per_host, environ)
+    groups = [Group(host, [f"cpu{i}" for i in range(n)], origins) for host, (n, origins) in counts.items()]
     gpufile = environ.get("PBS_GPUFILE", "").strip()
     if gpufile:
         what = f"PBS_GPUFILE={gpufile!r}"
-        by_host: dict[str, list[str]] = {}
+        by_host: dict[str, Group] = {}
         for lineno, line in _read_lines(gpufile, what):
             match = _GPU_LINE_RE.match(line)
             if not match or not HOST_RE.match(match.group(1)):
                 raise ConfigError(f"{what}:{lineno}: {line!r} is not HOST-gpuN")
-            by_host.setdefault(match.group(1), []).append(f"cuda{int(match.group(2))}")
-        groups = list(by_host.items())
+            group = by_host.setdefault(match.group(1), Group(match.group(1), [], [f"{what}:{lineno}"]))
+            group.devices.append(f"cuda{int(match.group(2))}")
+        groups = list(by_host.values())
         said += f", PBS_GPUFILE={gpufile}"
-    return _allocation(f"the PBS allocation ({said})", groups, environ)
+    return _allocation(f"the PBS allocation ({said})", groups, environ, max_per_host, what)
 
 
 # ----- Open MPI hostfiles ---------------------------------------------------------------------------------------------
-def read_hostfile(path: str, environ: Mapping[str, str]) -> Allocation:
+def read_hostfile(path: str, environ: Mapping[str, str], max_per_host: int = 0) -> Allocation:
     """Open MPI's hostfile: ``HOST [slots=N] [max_slots=M]`` lines, ``#`` comments; one cpu worker per slot (a host
     without ``slots=`` gets one; a host on several lines, their sum)."""
     what = f"--hostfile {path}"
-    slots: dict[str, int] = {}
+    slots: dict[str, tuple[int, list[str]]] = {}
     for lineno, line in _read_lines(path, what):
         host, *settings = line.split()
         if not HOST_RE.match(host):
@@ -268,27 +312,80 @@ def read_hostfile(path: str, environ: Mapping[str, str]) -> Allocation:
                 raise ConfigError(f"{what}:{lineno}: {setting!r} needs a count >= 1 ({key}=N)")
             if key == "slots":
                 count = int(value)
-        slots[host] = slots.get(host, 0) + count
-    groups = [(host, [f"cpu{i}" for i in range(n)]) for host, n in slots.items()]
-    return _allocation(f"--hostfile {path}", groups, environ)
+        total, origins = slots.get(host, (0, []))
+        slots[host] = (total + count, [*origins, f"{path}:{lineno}"])
+        _check_counts([(host, total + count)], f"{what}:{lineno}", max_per_host, environ)
+    groups = [Group(host, [f"cpu{i}" for i in range(n)], origins) for host, (n, origins) in slots.items()]
+    return _allocation(f"--hostfile {path}", groups, environ, max_per_host, what)
 
 
 # ----- together -------------------------------------------------------------------------------------------------------
 def _is_this_host(host: str, environ: Mapping[str, str]) -> bool:
-    """Whether an allocation's host name names this machine: its name or short name, or Slurm's name for it."""
+    """Whether an allocation's host name names this machine: its name or short name, a name every machine gives
+    itself (``localhost``, a loopback address), or Slurm's name for it."""
     here = socket.gethostname()
-    return host == here or host.split(".")[0] == here.split(".")[0] or host == environ.get("SLURMD_NODENAME")
+    return (host == here or host.split(".")[0] == here.split(".")[0] or host in LOOPBACK_NAMES
+            or host.startswith("127.") or host == environ.get("SLURMD_NODENAME"))
 
 
-def _allocation(source: str, groups: list[tuple[str, list[str]]], environ: Mapping[str, str]) -> Allocation:
-    """The Allocation of ``groups`` (host, device names): this machine's first, under the name the launch plan
-    knows it by."""
-    here = [(socket.gethostname(), names) for host, names in groups if _is_this_host(host, environ)]
-    others = [(host, names) for host, names in groups if not _is_this_host(host, environ)]
-    ordered = [(host, names) for host, names in here[:1] + others if names]
+def _where(origins: list[str]) -> str:
+    return " and ".join(dict.fromkeys(origins))
+
+
+def _check_counts(counts: object, origin: str, max_per_host: int, environ: Mapping[str, str]) -> None:
+    """ConfigError naming ``origin`` when a (host, ranks) pair of ``counts`` asks for more than the per-host limit."""
+    limit, said = ranks_per_host_limit(max_per_host)
+    for host, count in counts:  # type: ignore[attr-defined]
+        if count > limit:
+            here = f"this host ({host})" if _is_this_host(host, environ) else host
+            raise ConfigError(f"{origin}: {count} ranks on {here}, more than {said}: a typo? To start them, set "
+                              f"MAX_RANKS_PER_HOST={count}")
+
+
+def _same_machine(groups: list[Group], environ: Mapping[str, str], what: str) -> list[Group]:
+    """``groups`` with every group of this machine merged into its first (under this machine's name: cpu workers
+    summed, GPUs joined); ConfigError naming both places for a GPU given twice, or for another machine named by a
+    short and a long name."""
+    here = socket.gethostname()
+    mine = [g for g in groups if _is_this_host(g.host, environ)]
+    others = [g for g in groups if not _is_this_host(g.host, environ)]
+    merged: list[Group] = []
+    if mine:
+        cpus = sum(1 for g in mine for d in g.devices if d.startswith("cpu"))
+        gpus: dict[str, list[str]] = {}
+        for g in mine:
+            for d in g.devices:
+                if d.startswith("cuda"):
+                    if d in gpus:
+                        raise ConfigError(f"{what}: {_where(gpus[d])} ({d} on {mine[0].host}) and {_where(g.origins)} "
+                                          f"({d} on {g.host}) give this machine's {d} twice: name each GPU once")
+                    gpus[d] = g.origins
+        origins = [o for g in mine for o in g.origins]
+        merged.append(Group(here, [f"cpu{i}" for i in range(cpus)] + list(gpus), origins))
+    by_short: dict[str, Group] = {}
+    for g in others:
+        short = g.host.split(".")[0]
+        seen = by_short.get(short)
+        if seen is not None and seen.host != g.host and ("." not in seen.host or "." not in g.host):
+            raise ConfigError(f"{_where(seen.origins)} ({seen.host!r}) and {_where(g.origins)} ({g.host!r}) name the "
+                              "same machine by a short and a long name: name it once")
+        by_short.setdefault(short, g)
+    return merged + others
+
+
+def _allocation(source: str, groups: list[Group], environ: Mapping[str, str], max_per_host: int = 0,
+                what: str = "") -> Allocation:
+    """The Allocation of ``groups``: this machine's first, under the name the launch plan knows it by, each machine
+    once (:func:`_same_machine`), no host above the per-host limit, no more ranks than a session's."""
+    ordered = [g for g in _same_machine(groups, environ, what or source) if g.devices]
     if not ordered:
         raise ConfigError(f"{source}: no worker")
-    return Allocation(source=source, devices=";".join(f"{host}:{','.join(names)}" for host, names in ordered))
+    for g in ordered:
+        _check_counts([(g.host, len(g.devices))], _where(g.origins), max_per_host, environ)
+    total = sum(len(g.devices) for g in ordered)
+    if total > MAX_SESSION_RANKS:
+        raise ConfigError(f"{source}: {total} ranks in all, more than a session's {MAX_SESSION_RANKS}")
+    return Allocation(source=source, devices=";".join(f"{g.host}:{','.join(g.devices)}" for g in ordered))
 
 
 def allocation_of_hosts(source: str, slots: list[tuple[str, int]], kind: str,
@@ -299,7 +396,7 @@ def allocation_of_hosts(source: str, slots: list[tuple[str, int]], kind: str,
     >>> allocation_of_hosts("discovery", [("node7", 2), ("node8", 1)], "cpu", {}).devices
     'node7:cpu0,cpu1;node8:cpu0'
     """
-    return _allocation(source, [(host, [f"{kind}{i}" for i in range(n)]) for host, n in slots], environ)
+    return _allocation(source, [Group(host, [f"{kind}{i}" for i in range(n)], [source]) for host, n in slots], environ)
 
 
 def allocation_source(environ: Mapping[str, str], hostfile: str | None) -> str | None:
@@ -318,15 +415,16 @@ def allocation_source(environ: Mapping[str, str], hostfile: str | None) -> str |
 
 
 def read_allocation(environ: Mapping[str, str], hostfile: str | None = None,
-                    scontrol: str | None = "") -> Allocation | None:
+                    scontrol: str | None = "", max_per_host: int = 0) -> Allocation | None:
     """The workers of ``--hostfile``, else of the Slurm or PBS job ``environ`` describes; None outside any.
 
     ``scontrol``: the program that expands Slurm's host lists ('' finds ``scontrol`` on PATH; None: parse them here).
+    ``max_per_host``: MAX_RANKS_PER_HOST (0: its default, :data:`RANKS_PER_CORE` x this host's cores).
     """
     if hostfile:
-        return read_hostfile(hostfile, environ)
+        return read_hostfile(hostfile, environ, max_per_host)
     if environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST"):
-        return slurm_allocation(environ, shutil.which("scontrol") if scontrol == "" else scontrol)
+        return slurm_allocation(environ, shutil.which("scontrol") if scontrol == "" else scontrol, max_per_host)
     if environ.get("PBS_NODEFILE"):
-        return pbs_allocation(environ)
+        return pbs_allocation(environ, max_per_host)
     return None

@@ -14,17 +14,21 @@ Example
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from theanompi.core.errors import ConfigError
+from theanompi.core.no_follow import read_bounded
 from theanompi.core.options import MODEL_PREFIX, parse_literal
 from theanompi.launch.plan import SessionRequest
 from theanompi.rules import RULES, get_rule
 
 REQUIRED_KEYS = ("RULE", "MODELFILE", "MODELCLASS", "DEVICES")
+#: the most a cfg file holds (KEY=VALUE lines: a larger file is not a cfg file)
+CFG_LIMIT = 1 << 20
 _KEY_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
 
@@ -86,11 +90,14 @@ def _shell_list(first: str, lines: Iterator[tuple[int, str]], where: str, key: s
 
 
 def read_cfg_file(path: str | Path) -> dict[str, str]:
+    """The keys of a cfg file: a regular file (a FIFO, a device or a link to one is refused) of at most
+    :data:`CFG_LIMIT` bytes; ConfigError naming it otherwise."""
     path = Path(path)
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise ConfigError(f"cfg file {str(path)!r} does not exist")
     try:
-        text = path.read_text(encoding="utf-8-sig")  # an editor's byte-order mark is not part of the first key
+        data = read_bounded(path, CFG_LIMIT, "cfg file")
+        text = data.decode("utf-8-sig")  # an editor's byte-order mark is not part of the first key
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"cfg file {str(path)!r} cannot be read: {err}") from None
     return parse_cfg_text(text, source=str(path))

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from theanompi.core.errors import ConfigError
+from theanompi.core.session_options import SessionOptions
 from theanompi.core.version import VERSION
 from theanompi.launch.allocation import allocation_source, read_allocation
 from theanompi.launch.cfg import read_cfg_file, session_request
@@ -83,7 +84,8 @@ def devices_from_allocation(raw: dict[str, str], hostfile: str | None, environ: 
         return None
     if raw.get("DEVICES"):
         return f"devices from DEVICES ({source} is not used)"
-    allocation = read_allocation(environ, hostfile)
+    limit = SessionOptions.schema()["max_ranks_per_host"].convert(raw.get("MAX_RANKS_PER_HOST", "0"))
+    allocation = read_allocation(environ, hostfile, max_per_host=limit)
     assert allocation is not None  # there is a source
     raw["DEVICES"] = allocation.devices
     return f"devices from {allocation.source}: {allocation.devices}"

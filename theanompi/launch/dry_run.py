@@ -68,12 +68,13 @@ def describe_launch(spec: SessionSpec, ranks: list[RankSpec], argv: list[str],
     environ = os.environ if environ is None else environ
     lines = [f"tmlauncher: dry run, nothing started: {len(ranks)} ranks; RUN_DIR would be {spec.run_dir}",
              "mpiexec command line (one app context per rank):", *command_lines(argv)]
-    added = {k: v for k, v in mpiexec_env().items() if environ.get(k) != v}
+    added = {k: v for k, v in mpiexec_env(spec.options.startup_timeout).items() if environ.get(k) != v}
     if added:
         lines.append("mpiexec's own environment adds: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in added.items()))
     lines.append("each rank's environment from mpiexec (ranks on this host also inherit the launcher's; "
                  "ranks on other hosts get these alone):")
-    for rank, (spec_of_rank, context) in enumerate(zip(ranks, app_contexts(argv))):
+    per_rank = [context for context in app_contexts(argv) for _ in range(int(context[1]))]  # the rank-count form
+    for rank, (spec_of_rank, context) in enumerate(zip(ranks, per_rank)):
         env = rank_environment(context, environ)
         words = [f"{k}={shlex.quote(v)}" for k, v in env.items()]
         if not spec_of_rank.device.is_local and REMOTE_SPEC_ENV not in env:

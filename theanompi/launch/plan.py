@@ -26,6 +26,7 @@ import logging
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,12 +41,14 @@ from theanompi.core.option_checks import (
     check_installed,
     check_lr_schedule,
     check_model_reference,
+    check_ranks_per_host,
     check_worker_loss,
 )
 from theanompi.core.options import parse_model_options
 from theanompi.core.safe_io import atomic_write_text
-from theanompi.core.session_options import SessionOptions
-from theanompi.launch.mpiexec import MpiexecRun, mpiexec_command, terminal_columns
+from theanompi.core.session_options import MAX_SESSION_RANKS, SessionOptions
+from theanompi.launch.command_line import fit_command_line
+from theanompi.launch.mpiexec import MpiexecRun, mpiexec_command, mpiexec_env, terminal_columns
 from theanompi.launch.resume_plan import adapt_to_checkpoint
 from theanompi.models.contract import check_model_class
 from theanompi.models.loader import load_model_class
@@ -57,6 +60,8 @@ from theanompi.session.run_records import set_aside_checkpoints, set_aside_recor
 from theanompi.session.spec import RankSpec, SessionSpec
 
 log = logging.getLogger(__name__)
+#: where the app contexts go when they do not fit a command line (theanompi.launch.command_line)
+APP_FILE = "mpiexec.app"
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,7 @@ def plan_session(request: SessionRequest) -> tuple[SessionSpec, list[RankSpec]]:
     options, notes = rule.adapt_to_model(model_cls, options, request.given)
     notes = notes + data_notes
     ranks = rule.launch_ranks(devices, options)
+    check_ranks(ranks, options.max_ranks_per_host)
     worker_devices = [str(r.device) for r in ranks if r.role == "worker"]
     check_elastic(options, len(worker_devices), cwd)
     options, payload = resolve_paths(rule.name, options, cwd)
@@ -117,9 +123,7 @@ def plan_session(request: SessionRequest) -> tuple[SessionSpec, list[RankSpec]]:
         if adapted != model_options and callable(validate_options):
             validate_options(adapted)
         model_options, notes = adapted, notes + resume_notes
-        resume_point = {"epoch": int(payload["epoch"]), "iteration": int(payload["iteration"])}
-        if global_batch:
-            resume_point["global_batch"] = global_batch
+        resume_point = checkpoint_resume_point(payload, global_batch)
     spec = SessionSpec(
         rule=rule.name, devices=[str(d) for d in devices], modelfile=request.modelfile,
         modelclass=request.modelclass, options=options, model_options=model_options,
@@ -127,6 +131,31 @@ def plan_session(request: SessionRequest) -> tuple[SessionSpec, list[RankSpec]]:
         resume_point=resume_point, resume_slots=slots,
     )
     return spec, ranks
+
+
+def checkpoint_resume_point(payload: dict[str, Any], global_batch: int = 0) -> dict[str, Any]:
+    """Where a resumed session continues (``SessionSpec.resume_point``): the checkpoint's epoch and iteration (the
+    records past them are trimmed), BSP's kept ``global_batch`` (LR_SCALING=none at a new size) and, for EASGD,
+    ``worker_iterations``: each worker's own steps (its records trimmed to them).
+
+    >>> checkpoint_resume_point({"epoch": 2, "iteration": 30, "worker_iterations": [16, 14]})
+    {'epoch': 2, 'iteration': 30, 'worker_iterations': [16, 14]}
+    """
+    point: dict[str, Any] = {"epoch": int(payload["epoch"]), "iteration": int(payload["iteration"])}
+    if global_batch:
+        point["global_batch"] = global_batch
+    if isinstance(payload.get("worker_iterations"), list):
+        point["worker_iterations"] = [int(steps) for steps in payload["worker_iterations"]]
+    return point
+
+
+def check_ranks(ranks: list[RankSpec], max_per_host: int) -> None:
+    """No host gets more ranks than MAX_RANKS_PER_HOST, the session no more than MAX_SESSION_RANKS (ConfigError
+    naming DEVICES: an allocation's counts were checked where they were read, naming their place)."""
+    if len(ranks) > MAX_SESSION_RANKS:
+        raise ConfigError(f"DEVICES: {len(ranks)} ranks, more than a session's {MAX_SESSION_RANKS}")
+    per_host = Counter("" if r.device.is_local else r.device.host for r in ranks)
+    check_ranks_per_host(per_host.items(), max_per_host)
 
 
 def load_model(modelfile: str, modelclass: str, cwd: str) -> type:
@@ -242,18 +271,25 @@ def _write_checkpoint_as_final_model(spec: SessionSpec) -> Path:
 
 def _prepare_records(spec: SessionSpec) -> None:
     """A fresh session sets aside an earlier session's records (and the checkpoints where it writes its own); a
-    resumed one drops the records past its checkpoint and appends."""
+    resumed one drops the records past its checkpoint and appends. Nothing is followed through a link; what cannot
+    be done is a ConfigError naming the directory."""
     options, run_dir = spec.options, Path(spec.run_dir)
-    if spec.resume_point is not None:
-        trim_records(run_dir, spec.resume_point["epoch"], spec.resume_point["iteration"])
-        return
-    moved = set_aside_records(run_dir)
-    if moved is not None:
-        log.info("RUN_DIR held the records of an earlier session: moved to %s", moved)
-    if options.checkpoint_every and options.checkpoint_dir:
-        moved = set_aside_checkpoints(Path(options.checkpoint_dir))
+    try:
+        if spec.resume_point is not None:
+            trim_records(run_dir, spec.resume_point)
+            return
+        moved = set_aside_records(run_dir)
         if moved is not None:
-            log.info("CHECKPOINT_DIR held the checkpoints of an earlier session: moved to %s", moved)
+            log.info("RUN_DIR held the records of an earlier session: moved to %s", moved)
+        if options.checkpoint_every and options.checkpoint_dir:
+            moved = set_aside_checkpoints(Path(options.checkpoint_dir))
+            if moved is not None:
+                log.info("CHECKPOINT_DIR held the checkpoints of an earlier session: moved to %s", moved)
+    except OSError as err:
+        what = "trimmed to the checkpoint" if spec.resume_point is not None else "set aside"
+        raise ConfigError(f"RUN_DIR={str(run_dir)!r}: the earlier session's records cannot be {what}: "
+                          f"{err.strerror or err}{f' ({err.filename})' if err.filename else ''}; give this user "
+                          "write access there, or choose another RUN_DIR") from None
 
 
 def session_argv(spec: SessionSpec, ranks: list[RankSpec]) -> list[str]:
@@ -273,7 +309,7 @@ def start_session(spec: SessionSpec, ranks: list[RankSpec]) -> SessionRun:
     run_dir = Path(spec.run_dir)
     options = spec.options
     writes = Path(options.checkpoint_dir) if options.checkpoint_every and options.checkpoint_dir else None
-    claim = claim_run_dir(run_dir, checkpoint_dir=writes)
+    claim = claim_run_dir(run_dir, checkpoint_dir=writes, fresh=spec.resume_point is None)
     try:
         _prepare_records(spec)
         if trained_already(spec):
@@ -284,10 +320,14 @@ def start_session(spec: SessionSpec, ranks: list[RankSpec]) -> SessionRun:
         except OSError as err:
             raise ConfigError(f"RUN_DIR={str(run_dir)!r}: {spec_path.name} cannot be written: "
                               f"{err.strerror or err}") from None
-        argv = session_argv(spec, ranks)
+        env = mpiexec_env(options.startup_timeout)
+        argv, app_text = fit_command_line(session_argv(spec, ranks), env, str(run_dir / APP_FILE))
+        if app_text is not None:  # too many different app contexts for a command line
+            atomic_write_text(run_dir / APP_FILE, app_text, label="RUN_DIR")
         notes = "".join(f"; {note}" for note in spec.notes)
         log.info("starting %d ranks: %s%s", len(ranks), ", ".join(str(r.device) for r in ranks), notes)
-        return MpiexecRun(argv, run_dir, ranks, claim=claim, silence_limit=options.watchdog)
+        return MpiexecRun(argv, run_dir, ranks, claim=claim, silence_limit=options.watchdog,
+                          startup_timeout=options.startup_timeout, env=env)
     except BaseException:
         claim.release()
         raise

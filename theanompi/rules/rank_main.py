@@ -62,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMIX_RANK", "0")))
     role, device = spec.ranks[rank]["role"], spec.ranks[rank]["device"]
     who = f"rank {rank} ({role} on {device})"
+    # the start, reported at once: lets tools (and tests) find each rank, and the launcher's STARTUP_TIMEOUT end
+    write_status(spec.run_dir, rank, "pid", str(os.getpid()))
+    report_to_launcher(spec, rank, "started")
 
     configure_pytensor()
     apply_mca_defaults()  # Open MPI's settings, before MPI starts
@@ -69,14 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     from mpi4py import MPI  # noqa: PLC0415 - importing mpi4py starts MPI: once pytensor is configured
 
     comm = MPI.COMM_WORLD
-    write_status(spec.run_dir, rank, "pid", str(os.getpid()))  # lets tools (and tests) find each rank
-    report_to_launcher(spec, rank, "started")
 
     options = spec.options
     setup_logging(comm.rank, options.log_level)
     if options.watchdog:  # every phase of every rank, from here on
         Watchdog(options.watchdog, status_path(spec.run_dir, rank, "stall"), who,
-                 build_timeout=options.watchdog_build).start()
+                 build_timeout=options.watchdog_build, root=spec.run_dir).start()
         if is_remote_rank():  # the launcher hears it is alive: a host gone silent is found within WATCHDOG
             Heartbeat(spec, rank, every=min(5.0, max(0.5, options.watchdog / 4))).start()
     try:

@@ -13,6 +13,7 @@ Example
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from theanompi.comm.param_access import host_copy
+from theanompi.core.no_follow import open_regular
 from theanompi.core.safe_io import atomic_write
 from theanompi.session.watchdog import ACTIVITY
 
@@ -139,12 +141,13 @@ def save_final_params(params: Iterable[Any], run_dir: Path | str) -> Path:
 def save_final_arrays(values: Iterable[np.ndarray], run_dir: Path | str) -> Path:
     """Write host arrays (param order) as ``RUN_DIR/final_params.npz`` (e.g. a checkpoint's model)."""
     arrays: dict[str, Any] = {f"p{i:03d}": v for i, v in enumerate(values)}
-    return atomic_write(Path(run_dir) / "final_params.npz", lambda tmp: np.savez(tmp, **arrays))
+    return atomic_write(Path(run_dir) / "final_params.npz", lambda f: np.savez(f, **arrays), label="RUN_DIR")
 
 
 def load_final_params(run_dir: Path) -> list[np.ndarray]:
-    """The arrays :func:`save_final_params` wrote (never unpickles)."""
-    with np.load(Path(run_dir) / "final_params.npz", allow_pickle=False) as data:
+    """The arrays :func:`save_final_params` wrote (never unpickles; a regular file, never through a link)."""
+    fd = open_regular(Path(run_dir) / "final_params.npz", "final model", root=run_dir, label="RUN_DIR")
+    with os.fdopen(fd, "rb") as f, np.load(f, allow_pickle=False) as data:
         return [data[k] for k in sorted(data.files)]
 
 

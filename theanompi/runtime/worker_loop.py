@@ -32,6 +32,7 @@ from theanompi.session.checkpoint import consensus, load_checkpoint, nothing_to_
 from theanompi.session.checkpoint_writer import CheckpointWriter
 from theanompi.session.rank_status import stop_requested, write_stopped
 from theanompi.session.recorder import Recorder
+from theanompi.session.run_dir import owning_root
 from theanompi.session.watchdog import ACTIVITY
 
 log = logging.getLogger("theanompi")
@@ -209,7 +210,8 @@ class WorkerLoop(Generic[OptionsT]):
             batch = int(hp.get("batch_size") or 0) if isinstance(hp, dict) else 0
             kept = (self.ctx.spec.resume_point or {}).get("global_batch")  # BSP, LR_SCALING=none, at a new size
             if self._writer is None:
-                self._writer = CheckpointWriter(str(self.options.checkpoint_dir))
+                directory = str(self.options.checkpoint_dir)
+                self._writer = CheckpointWriter(directory, root=owning_root(directory, self.ctx.spec.run_dir))
             self._writer.save({
                 "rule": self.rule_name, "epoch": epoch, "epoch_units": epoch_units, "iteration": self.iteration,
                 "n_workers": self.comm.size, "seed": self.options.seed, "worker_devices": self.worker_devices(),

@@ -10,10 +10,13 @@ Files: ``CHECKPOINT_DIR/ckpt-epoch-0003.hkl`` (epoch 3 completed),
 samples -- units, :mod:`theanompi.models.data.base` -- consumed; the newest two of these are kept) and
 ``CHECKPOINT_DIR/latest`` naming the newest one; both are replaced by rename,
 so a crash never leaves a half-written checkpoint behind (the temporary file a
-killed writer leaves is removed by the next save). Resuming from a directory
-takes the checkpoint ``latest`` names -- never a file outside the directory --
-or, when ``latest`` is missing, empty or names nothing there, the newest intact
-checkpoint, saying so. A checkpoint's fields are checked when it is loaded.
+killed writer leaves is removed by the next save). Nothing below the directory's
+root is written or read through a link (:mod:`theanompi.core.no_follow`). Resuming
+from a directory takes the checkpoint ``latest`` names -- never a file outside the
+directory -- or, when ``latest`` is missing, empty or names nothing there, the
+newest intact checkpoint, saying so; ``latest`` and the checkpoints must be regular
+files (a FIFO, a device or a link is refused in one line: it would block, never end,
+or lead out of the directory). A checkpoint's fields are checked when it is loaded.
 
 Example
 -------
@@ -27,12 +30,14 @@ from __future__ import annotations
 import logging
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from theanompi.core.errors import ConfigError
+from theanompi.core.no_follow import Folder, UnexpectedEntry, describe_entry, read_bounded
 from theanompi.core.safe_io import (
     atomic_write_text,
     save_hickle_atomically,
@@ -47,6 +52,8 @@ REQUIRED = ("format", "rule", "epoch", "iteration", "n_workers", "worker_params"
 _CHECKPOINT_NAME = re.compile(r"^ckpt-epoch-(\d+)(?:-at-(\d+))?\.hkl$")
 #: the temporary files of atomic writes into a checkpoint directory (safe_io.temporary_path), with the writer's pid
 _TEMPORARY_NAME = re.compile(r"^\.(?:ckpt-epoch-\d+(?:-at-\d+)?|latest)\.tmp(\d+)(?:\.hkl)?$")
+#: the most ``latest`` holds (one checkpoint's name)
+LATEST_LIMIT = 4096
 #: mid-epoch checkpoints kept (the newest ones; epoch-end checkpoints are all kept)
 KEEP_MID_EPOCH = 2
 
@@ -62,18 +69,24 @@ def checkpoint_path(directory, epoch: int, epoch_units: int = 0) -> Path:
     return Path(directory) / f"ckpt-epoch-{epoch:04d}.hkl"
 
 
-def save_checkpoint(directory, payload: dict) -> Path:
+def save_checkpoint(directory, payload: dict, root=None) -> Path:
     """Write ``payload`` as the checkpoint after epoch ``payload['epoch']`` (and ``payload['epoch_units']`` units of
-    the next, if any); update ``latest``; keep the newest :data:`KEEP_MID_EPOCH` mid-epoch checkpoints."""
+    the next, if any); update ``latest``; keep the newest :data:`KEEP_MID_EPOCH` mid-epoch checkpoints. ``root``: the
+    directory from which ``directory`` is reached without following a link (RUN_DIR for the default
+    ``RUN_DIR/checkpoints``; default: ``directory`` itself, created with its parents)."""
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(directory)
+    if root is None or Path(root) == directory:
+        directory.mkdir(parents=True, exist_ok=True)
+        root = directory
+    with Folder.open(root, directory.relative_to(root), create=True, label="CHECKPOINT_DIR") as folder:
+        remove_stale_temporaries(folder)
     target = checkpoint_path(directory, int(payload["epoch"]), int(payload.get("epoch_units", 0)))
-    path = save_hickle_atomically({"format": FORMAT, **payload}, target)
-    atomic_write_text(directory / "latest", path.name + "\n")
-    mid_epoch = [p for p in checkpoints_newest_first(directory) if "-at-" in p.name]
-    for old in mid_epoch[KEEP_MID_EPOCH:]:
-        old.unlink(missing_ok=True)
+    path = save_hickle_atomically({"format": FORMAT, **payload}, target, root=root, label="CHECKPOINT_DIR")
+    atomic_write_text(directory / "latest", path.name + "\n", root=root, label="CHECKPOINT_DIR")
+    with Folder.open(root, directory.relative_to(root), label="CHECKPOINT_DIR") as folder:
+        mid_epoch = [p for p in checkpoints_newest_first(folder) if "-at-" in p.name]
+        for old in mid_epoch[KEEP_MID_EPOCH:]:
+            folder.discard(old.name)  # a link is removed, never followed
     return path
 
 
@@ -90,12 +103,15 @@ def remove_stale_temporaries(directory) -> list[Path]:
     >>> [p.name for p in remove_stale_temporaries(d)], list(d.iterdir())
     (['.ckpt-epoch-0002.tmp1.hkl'], [])
     """
+    if not isinstance(directory, Folder):
+        with Folder.open(directory, label="CHECKPOINT_DIR") as folder:
+            return remove_stale_temporaries(folder)
     removed = []
-    for path in Path(directory).glob(".*.tmp*"):
-        match = _TEMPORARY_NAME.match(path.name)
+    for name in directory.names():
+        match = _TEMPORARY_NAME.match(name)
         if match and int(match.group(1)) != os.getpid():
-            path.unlink(missing_ok=True)
-            removed.append(path)
+            directory.discard(name)  # a link is removed, never followed
+            removed.append(directory.path / name)
     return removed
 
 
@@ -115,9 +131,36 @@ def checkpoint_order(path: Path) -> tuple[int, int] | None:
 
 
 def checkpoints_newest_first(directory) -> list[Path]:
-    """The checkpoint files of ``directory``, the latest in training first."""
-    found = [(checkpoint_order(p), p) for p in Path(directory).glob("ckpt-epoch-*.hkl")]
-    return [p for order, p in sorted(((o, p) for o, p in found if o is not None), reverse=True)]
+    """The checkpoint files of ``directory`` (a path or an open :class:`Folder`), the latest in training first
+    (UnexpectedEntry for one that is not a regular file: a link, a FIFO, a directory)."""
+    if not isinstance(directory, Folder):
+        try:
+            folder = Folder.open(directory, label="RESUME")
+        except FileNotFoundError:  # no directory yet: no checkpoint
+            return []
+        with folder:
+            return checkpoints_newest_first(folder)
+    found = []
+    for name in directory.names():
+        order = checkpoint_order(Path(name))
+        if order is not None:
+            directory.expect(name, directory=False)
+            found.append((order, directory.path / name))
+    return [p for order, p in sorted(found, reverse=True)]
+
+
+def check_checkpoint_file(path: Path, inside: bool) -> None:
+    """A checkpoint to load must be a regular file: ``inside`` a RESUME directory not even a link (it would lead out
+    of the directory); a RESUME file the user names may be a link to a regular file. UnexpectedEntry otherwise."""
+    try:
+        st = os.lstat(path) if inside else os.stat(path)
+    except FileNotFoundError:
+        raise ConfigError(f"RESUME={str(path)!r}: no such checkpoint file (a link to nothing?)") from None
+    if not stat.S_ISREG(st.st_mode):
+        via = " (a link to one)" if not inside and path.is_symlink() else ""
+        how = describe_entry(path, st) + via
+        raise UnexpectedEntry(f"RESUME={str(path)!r} is {how}, not a checkpoint file: remove it, or RESUME another "
+                              "checkpoint")
 
 
 def latest_checkpoint(directory) -> tuple[Path | None, str]:
@@ -125,7 +168,8 @@ def latest_checkpoint(directory) -> tuple[Path | None, str]:
     naming a file that is not there, or a path that is not a checkpoint name of this directory."""
     latest = Path(directory) / "latest"
     try:
-        text = latest.read_text(errors="replace").strip()
+        text = read_bounded(latest, LATEST_LIMIT, f"RESUME={str(directory)!r}: 'latest'", root=directory,
+                            label="RESUME").decode(errors="replace").strip()
     except FileNotFoundError:
         return None, "'latest' is missing"
     except OSError as err:
@@ -135,7 +179,7 @@ def latest_checkpoint(directory) -> tuple[Path | None, str]:
     if checkpoint_order(Path(text)) is None or Path(text).name != text:
         return None, f"'latest' names {text[:200]!r}, not a checkpoint of this directory"
     path = Path(directory) / text
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None, f"'latest' names {text}, which is not there"
     return path, ""
 
@@ -151,9 +195,11 @@ def resolve_checkpoint(path) -> Path:
             if not found:
                 raise ConfigError(f"RESUME={str(path)!r}: the directory holds no checkpoint ({why})")
             newest = found[0]
+        check_checkpoint_file(newest, inside=True)
         return newest
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise ConfigError(f"RESUME={str(path)!r}: no such checkpoint file")
+    check_checkpoint_file(path, inside=False)
     return path
 
 

@@ -29,10 +29,13 @@ log = logging.getLogger("theanompi")
 
 
 class CheckpointWriter:
-    """One checkpoint write at a time into ``directory``, each in a thread of its own."""
+    """One checkpoint write at a time into ``directory``, each in a thread of its own. ``root``: the directory from
+    which ``directory`` is reached without following a link (:func:`theanompi.session.run_dir.owning_root`; default:
+    ``directory`` itself), as :func:`~theanompi.session.checkpoint.save_checkpoint` takes it."""
 
-    def __init__(self, directory: str | Path):
+    def __init__(self, directory: str | Path, root: str | Path | None = None):
         self.directory = Path(directory)
+        self.root = root
         self._thread: threading.Thread | None = None
         self._written: Path | None = None
         self._error: BaseException | None = None
@@ -46,7 +49,7 @@ class CheckpointWriter:
 
     def _write(self, payload: dict[str, Any]) -> None:
         try:
-            self._written = save_checkpoint(self.directory, payload)
+            self._written = save_checkpoint(self.directory, payload, root=self.root)
             log.info("checkpoint: %s", self._written)
         except BaseException as err:  # handed to the training thread by wait()
             self._error = err

@@ -20,19 +20,34 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from theanompi.core.no_follow import bounded_lines
+from theanompi.core.safe_io import atomic_write
+
 #: the parts of the time bars: record key, label, colour
 TIME_PARTS = (("calc_s", "calc", "tab:blue"), ("comm_s", "comm", "tab:orange"), ("wait_s", "wait", "tab:gray"),
               ("other_s", "other (validation, records)", "tab:olive"))
 COMPILE_COLOUR = "tab:purple"
 #: above this many epochs, curves drop their markers and time bars become stacked areas
 MANY_EPOCHS = 40
+#: the longest line of a records file (a longer one is no record theanompi wrote)
+LINE_LIMIT = 1 << 20
 
 
-def read_epochs(run_dir: Path) -> list[dict]:
-    path = Path(run_dir) / "epochs.jsonl"
+def read_epochs(records_dir: Path, root: Path | None = None) -> list[dict]:
+    """The epoch records of ``records_dir`` (RUN_DIR, or a worker's records below it: ``root``, reached without
+    following a link), lines that are not one JSON object (cut short by a killed session) skipped."""
+    path = Path(records_dir) / "epochs.jsonl"
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = []
+    for line in bounded_lines(path, LINE_LIMIT, "records file", root=root or Path(records_dir), label="RUN_DIR"):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
 
 
 def _pyplot():
@@ -111,8 +126,7 @@ def plot_curves(run_dir: Path, epochs: list[dict]) -> Path:
     compile_s = sum(e.get("compile_s", 0.0) for e in epochs)
     note = f"  (compile {compile_s:.1f} s, not on the time axis)" if compile_s else ""
     fig.suptitle(f"{Path(run_dir).name}{note}")
-    path = Path(run_dir) / "curves.png"
-    fig.savefig(path, dpi=90)
+    path = atomic_write(Path(run_dir) / "curves.png", lambda f: fig.savefig(f, format="png", dpi=90), label="RUN_DIR")
     plt.close(fig)
     return path
 
@@ -165,7 +179,7 @@ def plot_breakdown(run_dir: Path, epochs: list[dict]) -> Path:
     plt = _pyplot()
     panels = [("session", epochs)]
     for worker_dir in sorted((Path(run_dir) / "workers").glob("*")):
-        panels.append((worker_dir.name, read_epochs(worker_dir)))
+        panels.append((worker_dir.name, read_epochs(worker_dir, root=Path(run_dir))))
     panels = [(name, recs) for name, recs in panels
               if recs and any(r.get("calc_s") or r.get("compile_s") for r in recs)]
     n = max(1, len(panels))
@@ -176,8 +190,8 @@ def plot_breakdown(run_dir: Path, epochs: list[dict]) -> Path:
         _draw_epoch_times(axes[0, col], recs, parts)
         axes[0, col].set_title(name)
         _draw_totals(axes[1, col], recs, parts)
-    path = Path(run_dir) / "breakdown.png"
-    fig.savefig(path, dpi=90)
+    path = atomic_write(Path(run_dir) / "breakdown.png", lambda f: fig.savefig(f, format="png", dpi=90),
+                        label="RUN_DIR")
     plt.close(fig)
     return path
 

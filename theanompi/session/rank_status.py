@@ -14,6 +14,8 @@ session stop at its next checkpoint (to restart it with more workers, :mod:`thea
 The rank entry point (``theanompi.rules.rank_main``) and the watchdog write them; the
 launcher (``theanompi.launch.mpiexec``, ``theanompi.session.remote``) reads them; the run
 directory's claim (``theanompi.session.run_dir``) empties the folder for a new session.
+They are written and read without following a link below RUN_DIR, and read only if they are
+small regular files (:mod:`theanompi.core.no_follow`).
 
 Example
 -------
@@ -33,15 +35,21 @@ Example
 from __future__ import annotations
 
 import json
-import shutil
+import os
+import stat
 from pathlib import Path
 
+from theanompi.core.no_follow import Folder, read_bounded
 from theanompi.core.safe_io import atomic_write_text
 
 #: the folder of RUN_DIR that holds the status files
 STATUS_DIR = "ranks"
 #: the events a rank can leave a file for
 STATES = ("pid", "done", "failed", "stall")
+#: what a watchdog's record holds (``theanompi.session.watchdog``)
+STALL_FIELDS = frozenset({"who", "where", "waiting", "since", "iteration"})
+#: the most a status file holds (one line, or a watchdog's JSON record)
+STATUS_LIMIT = 64 * 1024
 
 
 def status_dir(run_dir: str | Path) -> Path:
@@ -61,22 +69,31 @@ def write_status(run_dir: str | Path, rank: int, state: str, text: str) -> Path:
 
     OSError (e.g. a full disk) is the caller's to handle; nothing half-written is left.
     """
-    path = status_path(run_dir, rank, state)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write_text(path, text.rstrip("\n") + "\n")
+    return atomic_write_text(status_path(run_dir, rank, state), text.rstrip("\n") + "\n", root=run_dir,
+                             label="RUN_DIR")
 
 
 def has_status(run_dir: str | Path, rank: int, state: str) -> bool:
     """Whether ``rank`` left a ``state`` file."""
-    return status_path(run_dir, rank, state).exists()
+    return os.path.lexists(status_path(run_dir, rank, state))
 
 
-def clear_statuses(run_dir: str | Path) -> None:
-    """Start ``RUN_DIR/ranks`` empty: files an earlier session left can neither stop nor be blamed for a new one."""
-    directory = status_dir(run_dir)
-    if directory.exists():
-        shutil.rmtree(directory)
-    directory.mkdir(parents=True)
+def clear_statuses(run_dir: Folder | str | Path) -> None:
+    """Start ``RUN_DIR/ranks`` empty (``run_dir``: RUN_DIR, open or a path): files an earlier session left can
+    neither stop nor be blamed for a new one. Nothing is followed: a link, or anything but a directory of RUN_DIR's
+    file system, at ``ranks`` is refused (UnexpectedEntry)."""
+    if not isinstance(run_dir, Folder):
+        with Folder.open(run_dir, label="RUN_DIR") as folder:
+            return clear_statuses(folder)
+    if run_dir.expect(STATUS_DIR, directory=True, same_device=True) is not None:
+        run_dir.remove_tree(STATUS_DIR)
+    run_dir.make_dir(STATUS_DIR).close()
+
+
+def read_status(run_dir: str | Path, path: Path) -> str:
+    """The text of a status file below ``run_dir`` (OSError, or a ConfigError for a link, a FIFO or a file too
+    large for a status)."""
+    return read_bounded(path, STATUS_LIMIT, "status file", root=run_dir, label="RUN_DIR").decode(errors="replace")
 
 
 def _ranks_with(run_dir: str | Path, state: str) -> list[tuple[int, Path]]:
@@ -95,8 +112,8 @@ def read_failures(run_dir: str | Path) -> list[str]:
     messages = []
     for _, path in _ranks_with(run_dir, "failed"):
         try:
-            text = path.read_text().strip()
-        except OSError:
+            text = read_status(run_dir, path).strip()
+        except (OSError, ValueError):  # a ConfigError (not a regular file) is a ValueError too
             continue
         if text:
             messages.append(text)
@@ -104,13 +121,15 @@ def read_failures(run_dir: str | Path) -> list[str]:
 
 
 def read_stalls(run_dir: str | Path) -> dict[int, dict]:
-    """rank -> the record its watchdog wrote (unreadable records skipped)."""
+    """rank -> the record its watchdog wrote (unreadable records, and records without its fields, skipped)."""
     stalls = {}
     for rank, path in _ranks_with(run_dir, "stall"):
         try:
-            stalls[rank] = json.loads(path.read_text())
+            record = json.loads(read_status(run_dir, path))
         except (ValueError, OSError):
             continue
+        if isinstance(record, dict) and isinstance(record.get("since"), int | float) and STALL_FIELDS <= set(record):
+            stalls[rank] = record
     return stalls
 
 
@@ -127,9 +146,10 @@ STOP_REQUEST, STOPPED = "stop.request", "stopped.json"
 
 def request_stop(run_dir: str | Path, reason: str) -> Path:
     """Ask the ranks of the session in ``run_dir`` to stop at their next checkpoint (rank 0 reads it there)."""
-    path = status_dir(run_dir) / STOP_REQUEST
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write_text(path, reason.rstrip("\n") + "\n")
+    with Folder.open(run_dir, STATUS_DIR, create=True, label="RUN_DIR"):  # ranks/ made below RUN_DIR, no link
+        pass
+    return atomic_write_text(status_dir(run_dir) / STOP_REQUEST, reason.rstrip("\n") + "\n", root=run_dir,
+                             label="RUN_DIR")
 
 
 def stop_requested(run_dir: str | Path) -> bool:
@@ -142,18 +162,23 @@ def stop_requested(run_dir: str | Path) -> bool:
     >>> _ = write_stopped(d, {"checkpoint": "ckpt-epoch-0001.hkl"}); read_stopped(d)
     {'checkpoint': 'ckpt-epoch-0001.hkl'}
     """
-    return (status_dir(run_dir) / STOP_REQUEST).exists()
+    try:
+        with Folder.open(run_dir, STATUS_DIR, label="RUN_DIR") as folder:
+            st = folder.entry(STOP_REQUEST)
+    except (OSError, ValueError):  # no ranks/ (nothing asked), or not a directory (refused at the next claim)
+        return False
+    return st is not None and stat.S_ISREG(st.st_mode)  # a link or a FIFO planted there asks nothing
 
 
 def write_stopped(run_dir: str | Path, record: dict) -> Path:
     """Rank 0: the session stopped at a checkpoint as asked (``record`` names it)."""
-    return atomic_write_text(status_dir(run_dir) / STOPPED, json.dumps(record))
+    return atomic_write_text(status_dir(run_dir) / STOPPED, json.dumps(record), root=run_dir, label="RUN_DIR")
 
 
 def read_stopped(run_dir: str | Path) -> dict | None:
     """What :func:`write_stopped` wrote (None: the session did not stop on request)."""
     try:
-        record = json.loads((status_dir(run_dir) / STOPPED).read_text())
-    except (OSError, ValueError):
+        record = json.loads(read_status(run_dir, status_dir(run_dir) / STOPPED))
+    except (OSError, ValueError):  # missing, a link, a FIFO, too large (a ConfigError is a ValueError)
         return None
     return record if isinstance(record, dict) else None

@@ -45,7 +45,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from theanompi.core.safe_io import atomic_write_text
+from theanompi.core.no_follow import Folder
+from theanompi.core.safe_io import append_lines, atomic_write_text
 from theanompi.session.plots import plot_run
 from theanompi.session.tensorboard import Board, open_board, write_run
 from theanompi.session.watchdog import ACTIVITY
@@ -71,10 +72,15 @@ class Recorder:
     warmup_iterations : int
         The first iterations recorded as the 'compile' phase instead of calc/comm/wait; with any, the
         first validation call (:meth:`first_validation_call`) is compile too (0: neither).
+    root : Path or None
+        The session's RUN_DIR when ``run_dir`` lies below it (EASGD's ``RUN_DIR/workers/worker-K``): the files
+        are reached from it without following a link (default: ``run_dir`` itself).
     """
 
-    def __init__(self, run_dir: Path | None, write: bool = True, warmup_iterations: int = 1):
+    def __init__(self, run_dir: Path | None, write: bool = True, warmup_iterations: int = 1,
+                 root: Path | None = None):
         self.run_dir = Path(run_dir) if run_dir else None
+        self.root = Path(root) if root else self.run_dir
         self.write = write and self.run_dir is not None
         self.warmup_iterations = warmup_iterations
         self.validation_warmed_up = warmup_iterations == 0  # the first val_iter call compiles and loads too
@@ -99,13 +105,24 @@ class Recorder:
         #: the same records as TensorBoard events, once :meth:`open_board` gave it one
         self.board: Board | None = None
         if self.write:
-            self._files_dir.mkdir(parents=True, exist_ok=True)
+            if self.root == self.run_dir:
+                self._files_dir.mkdir(parents=True, exist_ok=True)
+            Folder.open(self._root, self._files_dir.relative_to(self._root), create=True, label="RUN_DIR").close()
 
     @property
     def _files_dir(self) -> Path:
         """``run_dir``, where a writing recorder's files go (``write`` is only true with one)."""
         assert self.run_dir is not None
         return self.run_dir
+
+    @property
+    def _root(self) -> Path:
+        assert self.root is not None
+        return self.root
+
+    def _append(self, name: str, lines: list[str]) -> None:
+        """Append ``lines`` to the records file ``name`` (never through a link: UnexpectedEntry)."""
+        append_lines(self._files_dir / name, lines, root=self._root, label="RUN_DIR")
 
     def open_board(self, spec: SessionSpec) -> None:
         """Write these records as TensorBoard events too, the session's options first (a recorder that writes its
@@ -219,10 +236,11 @@ class Recorder:
 
     def _flush_iterations(self) -> None:
         if self._pending:
-            with open(self._files_dir / "iterations.jsonl", "a") as f:
-                for i, calc, comm, wait, warmup in self._pending:
-                    row = {"iteration": i, "calc": round(calc, 6), "comm": round(comm, 6), "wait": round(wait, 6)}
-                    f.write(json.dumps({**row, "compile": True} if warmup else row) + "\n")
+            lines = []
+            for i, calc, comm, wait, warmup in self._pending:
+                row = {"iteration": i, "calc": round(calc, 6), "comm": round(comm, 6), "wait": round(wait, 6)}
+                lines.append(json.dumps({**row, "compile": True} if warmup else row) + "\n")
+            self._append("iterations.jsonl", lines)
             self._pending.clear()
 
     def train_means(self) -> tuple[float, float]:
@@ -258,8 +276,7 @@ class Recorder:
         self._epoch_times = {k: 0.0 for k in TIMERS}
         self._epoch_phases = {k: 0.0 for k in PHASES}
         if self.write:
-            with open(self._files_dir / "epochs.jsonl", "a") as f:
-                f.write(json.dumps(record) + "\n")
+            self._append("epochs.jsonl", [json.dumps(record) + "\n"])
             self._flush_iterations()
         return record
 
@@ -270,7 +287,8 @@ class Recorder:
             return
         self._flush_iterations()
         summary = {**summary, "compile_s": summary.get("compile_s", round(self.totals["compile"], 6))}
-        atomic_write_text(self._files_dir / "summary.json", json.dumps(summary, indent=2))
+        atomic_write_text(self._files_dir / "summary.json", json.dumps(summary, indent=2), root=self._root,
+                          label="RUN_DIR")
         if self.board is not None:
             self.board.summary(summary)
         if plots:

@@ -44,8 +44,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from theanompi.core.no_follow import read_bounded
 from theanompi.session.rank_status import has_status
-from theanompi.session.spec import SessionSpec
+from theanompi.session.spec import SPEC_LIMIT, SessionSpec
 
 #: environment variable carrying the session spec to ranks on other hosts
 REMOTE_SPEC_ENV = "THEANOMPI_REMOTE_SPEC"
@@ -79,14 +80,21 @@ def encode_spec(text: str) -> str:
 
 
 def decode_spec(word: str) -> str:
-    return zlib.decompress(base64.urlsafe_b64decode(word.encode())).decode()
+    """The spec's JSON text :func:`encode_spec` made (at most :data:`~theanompi.session.spec.SPEC_LIMIT` bytes)."""
+    text = zlib.decompressobj().decompress(base64.urlsafe_b64decode(word.encode()), SPEC_LIMIT + 1)
+    if len(text) > SPEC_LIMIT:
+        raise ValueError(f"{REMOTE_SPEC_ENV} holds more than {SPEC_LIMIT} bytes of spec")
+    return text.decode()
 
 
 def remote_spec_options(spec_path: str) -> list[str]:
     """mpiexec options giving a rank on another host the spec file's contents (none while there is no file yet:
     such a rank then reads ``spec_path`` itself, which needs a shared file system)."""
     path = Path(spec_path)
-    return ["-x", f"{REMOTE_SPEC_ENV}={encode_spec(path.read_text())}"] if path.is_file() else []
+    if not path.is_file():
+        return []
+    text = read_bounded(path, SPEC_LIMIT, "session spec", root=path.parent).decode()
+    return ["-x", f"{REMOTE_SPEC_ENV}={encode_spec(text)}"]
 
 
 def is_remote_rank() -> bool:

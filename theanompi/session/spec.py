@@ -23,8 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from theanompi.core.devices import Device
+from theanompi.core.no_follow import read_bounded
 from theanompi.core.safe_io import atomic_write_text
 from theanompi.core.session_options import SessionOptions, options_of
+
+#: the most a session.json holds (its options and the model's; a larger file is not one theanompi wrote)
+SPEC_LIMIT = 16 << 20
 
 
 @dataclass
@@ -41,8 +45,9 @@ class SessionSpec:
     cwd: str = ""
     #: what the launch plan chose for the user (e.g. BSP's sync type for a ModelClass without apply_update)
     notes: list[str] = field(default_factory=list)
-    #: with RESUME: the epoch (0-based, completed) and iteration of the checkpoint the session continues from
-    resume_point: dict[str, int] | None = None
+    #: with RESUME: the epoch (0-based, completed) and iteration of the checkpoint the session continues from (and,
+    #: for EASGD, ``worker_iterations``: each worker's steps)
+    resume_point: dict[str, Any] | None = None
     #: with RESUME: for each worker, the checkpoint's worker whose state it continues (None: a worker that joins,
     #: started as its rule starts one); None: worker k takes the checkpoint's worker k where there is one
     resume_slots: list[int | None] | None = None
@@ -59,11 +64,14 @@ class SessionSpec:
         return cls(**values)
 
     def save(self, path: Path) -> None:
-        atomic_write_text(path, self.to_json())
+        """Write the spec (never through a link at ``path``)."""
+        atomic_write_text(path, self.to_json(), label="RUN_DIR")
 
     @classmethod
-    def load(cls, path: Path) -> SessionSpec:
-        return cls.from_json(Path(path).read_text())
+    def load(cls, path: Path, root: Path | None = None) -> SessionSpec:
+        """The spec saved at ``path`` (a regular file of at most :data:`SPEC_LIMIT` bytes; below ``root`` reached
+        without following a link)."""
+        return cls.from_json(read_bounded(path, SPEC_LIMIT, "session spec", root=root).decode())
 
     @property
     def run_dir(self) -> Path:

@@ -19,7 +19,10 @@ directory as a run (``tensorboard --logdir RUN_DIR/tensorboard``). :func:`write_
 run directory from its ``epochs.jsonl`` records (``python -m theanompi.session.recorder RUN_DIR --tensorboard``).
 
 The files are written with the ``tensorboard`` package's own record writer and protocol buffers: neither TensorFlow
-nor PyTorch is imported, and only a rank that writes events imports ``tensorboard`` (about 0.15 s).
+nor PyTorch is imported, and only a rank that writes events imports ``tensorboard`` (about 0.15 s). They are created
+below RUN_DIR without following a link (:mod:`theanompi.core.no_follow`). A resumed session first drops the events
+past its checkpoint from the event files it finds (:func:`trim_events`), so that TensorBoard shows one value per
+step.
 
 Example
 -------
@@ -39,11 +42,14 @@ import json
 import math
 import os
 import socket
+import struct
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from theanompi.core.no_follow import Folder, folder_of, read_bounded
+from theanompi.core.safe_io import write_in
 from theanompi.session.plots import read_epochs
 from theanompi.session.spec import SessionSpec
 
@@ -69,13 +75,24 @@ EPOCH_TAGS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("bytes_sent",), "comm/bytes_sent"),
 )
 ITERATION_TAG = "train/loss_per_iteration"
+#: the tags of an elastic session's restart (:meth:`Board.restart`; step: the iteration it resumed at), kept by a
+#: later restart's trimming up to its checkpoint's iteration
+RESTART_TAGS = ("session/restart", "elastic/workers")
+#: the event files' names (TensorBoard finds them by this prefix)
+EVENTS_PREFIX = "events.out.tfevents."
+#: the longest event record read back when trimming (a longer one is damage, not an event theanompi wrote)
+RECORD_LIMIT = 64 << 20
+#: the most a summary.json holds
+SUMMARY_LIMIT = 16 << 20
 
 
 class EventFile:
-    """One TensorBoard event file in ``log_dir``, created at the first write; :attr:`written` counts points per tag."""
+    """One TensorBoard event file in ``log_dir``, created at the first write (reached from ``root`` without following
+    a link; default: ``log_dir`` itself); :attr:`written` counts points per tag."""
 
-    def __init__(self, log_dir: Path):
+    def __init__(self, log_dir: Path, root: Path | None = None):
         self.log_dir = Path(log_dir)
+        self.root = root
         self.written: dict[str, int] = {}
         self._records: Any = None  # tensorboard's RecordWriter over the open file
 
@@ -85,9 +102,13 @@ class EventFile:
             from tensorboard.compat.proto import event_pb2  # noqa: PLC0415 - see above
             from tensorboard.summary.writer.record_writer import RecordWriter  # noqa: PLC0415 - see above
 
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            name = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}.theanompi"
-            self._records = RecordWriter(open(self.log_dir / name, "ab"))  # closed by close()
+            name = f"{EVENTS_PREFIX}{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}.theanompi"
+            if self.root is None:
+                self.log_dir.mkdir(parents=True, exist_ok=True)
+            folder, name = folder_of(self.log_dir / name, self.root or self.log_dir, create=True, label="RUN_DIR")
+            with folder:
+                fd = folder.open_file(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            self._records = RecordWriter(os.fdopen(fd, "ab"))  # closed by close()
             self._records.write(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2")
                                 .SerializeToString())
         return self._records
@@ -222,7 +243,7 @@ def open_board(spec: SessionSpec, records_dir: Path) -> Board | None:
     already written."""
     if not spec.options.tensorboard:
         return None
-    board = Board(EventFile(board_dir(spec.run_dir, records_dir)), spec.options.tensorboard_every)
+    board = Board(EventFile(board_dir(spec.run_dir, records_dir), root=spec.run_dir), spec.options.tensorboard_every)
     board.options(spec)
     if spec.restart is not None and Path(records_dir) == spec.run_dir:
         board.restart(spec.restart)
@@ -242,14 +263,14 @@ def write_run(run_dir: Path | str) -> list[Path]:
                          "remove that directory to write them again from the records")
     sources = [run_dir, *sorted(p for p in (run_dir / "workers").glob("*") if p.is_dir())]
     spec_path = run_dir / "session.json"
-    spec = SessionSpec.load(spec_path) if spec_path.is_file() else None
+    spec = SessionSpec.load(spec_path, root=run_dir) if spec_path.is_file() else None
     start = spec_path.stat().st_mtime if spec else None  # the session's start, for the points' wall times
     written = []
     for records_dir in sources:
-        epochs = read_epochs(records_dir)
+        epochs = read_epochs(records_dir, root=run_dir)
         if not epochs:
             continue
-        board = Board(EventFile(board_dir(run_dir, records_dir)), every=0)
+        board = Board(EventFile(board_dir(run_dir, records_dir), root=run_dir), every=0)
         if spec is not None:
             board.options(spec)
         for record in epochs:
@@ -257,9 +278,77 @@ def write_run(run_dir: Path | str) -> list[Path]:
             board.epoch(record, wall_time=start + elapsed if start and isinstance(elapsed, (int, float)) else None)
         summary_path = records_dir / "summary.json"
         if summary_path.is_file():
-            board.summary(json.loads(summary_path.read_text()))
+            board.summary(json.loads(read_bounded(summary_path, SUMMARY_LIMIT, "summary", root=run_dir)))
         board.close()
         written.append(board.events.log_dir)
     if not written:
         raise ValueError(f"{run_dir} has no epochs.jsonl records")
     return written
+
+
+# ----- trimming on resume ---------------------------------------------------------------------------------------------
+def _records(f: IO[bytes]) -> Iterator[bytes]:
+    """The records of a TFRecord stream (length, its CRC, data, its CRC), up to the first one cut short or damaged
+    (a session killed while writing)."""
+    while True:
+        head = f.read(12)
+        if len(head) < 12:
+            return
+        (length,) = struct.unpack("<Q", head[:8])
+        if length > RECORD_LIMIT:
+            return
+        data = f.read(length)
+        if len(data) < length or len(f.read(4)) < 4:
+            return
+        yield data
+
+
+def _keep_event(event: Any, last_step: int, last_iteration: int) -> bool:
+    """Whether an event of an earlier session stays when the session resumes after epoch step ``last_step``
+    (epochs count from 1) at iteration ``last_iteration``: its scalars up to there, no text (options, summary) but
+    the restarts' (:data:`RESTART_TAGS`, up to ``last_iteration``)."""
+    if not event.HasField("summary"):
+        return True  # the file's version record
+    tags = [value.tag for value in event.summary.value]
+    if all(tag in RESTART_TAGS for tag in tags):  # an elastic session's earlier restarts: at their iteration
+        return event.step <= last_iteration
+    if any(value.HasField("tensor") for value in event.summary.value):
+        return False
+    limit = last_iteration if tags == [ITERATION_TAG] else last_step
+    return event.step <= limit
+
+
+def trim_events(run_dir: Folder, log_dir: str, last_step: int, last_iteration: int) -> None:
+    """Rewrite the event files in ``run_dir/log_dir`` (reached without following links) with only the events a
+    session resumed after epoch step ``last_step`` at ``last_iteration`` keeps (see :func:`_keep_event`)."""
+    from tensorboard.compat.proto import event_pb2  # noqa: PLC0415 - see EventFile._writer
+    from tensorboard.summary.writer.record_writer import RecordWriter  # noqa: PLC0415 - see EventFile._writer
+
+    try:
+        folder = run_dir.folder(log_dir)
+    except FileNotFoundError:
+        return
+    with folder:
+        for name in folder.names():
+            if not name.startswith(EVENTS_PREFIX):
+                continue
+            with os.fdopen(folder.open_file(name, os.O_RDONLY), "rb") as f:
+                raw = list(_records(f))
+            kept = []
+            for data in raw:
+                try:
+                    event = event_pb2.Event.FromString(data)
+                except Exception:  # protobuf's DecodeError: damage, where a killed session stopped writing
+                    break
+                if _keep_event(event, last_step, last_iteration):
+                    kept.append(data)
+            if len(kept) == len(raw):
+                continue
+
+            def write(out: IO[bytes], kept: list[bytes] = kept) -> None:
+                writer = RecordWriter(out)
+                for data in kept:
+                    writer.write(data)
+                writer.flush()
+
+            write_in(folder, name, write)

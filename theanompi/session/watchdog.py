@@ -78,11 +78,13 @@ class Watchdog(threading.Thread):
     seconds (``build_timeout`` in the :data:`BUILD_PHASES`; default ``timeout``)."""
 
     def __init__(self, timeout: float, path: Path, who: str, activity: Activity = ACTIVITY,
-                 build_timeout: float | None = None):
+                 build_timeout: float | None = None, root: Path | None = None):
         super().__init__(name="theanompi-watchdog", daemon=True)
         self.timeout = float(timeout)
         self.build_timeout = float(build_timeout or timeout)
         self.path = Path(path)
+        #: RUN_DIR: the report is written below it without following a link (default: its own folder)
+        self.root = root
         self.who = who
         self.activity = activity
         self.reported_since: float | None = None
@@ -101,9 +103,9 @@ class Watchdog(threading.Thread):
             record = {"who": self.who, "where": where, "waiting": waiting, "since": since,
                       "iteration": int(self.activity.iteration)}
             try:
-                atomic_write_text(self.path, json.dumps(record))
-            except OSError:
-                continue  # a full or read-only disk: the rank's own error will say so
+                atomic_write_text(self.path, json.dumps(record), root=self.root, label="RUN_DIR")
+            except (OSError, ValueError):  # a full or read-only disk, a link (a ConfigError): the rank's error says it
+                continue
             self.reported_since = since
 
 

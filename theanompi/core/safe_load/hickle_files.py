@@ -34,6 +34,7 @@ theanompi.core.errors.ConfigError: /tmp/.../one.h5: not a readable hickle file (
 
 from __future__ import annotations
 
+import os
 import pickle
 import threading
 import types
@@ -45,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from theanompi.core.errors import ConfigError
+from theanompi.core.no_follow import open_regular
 from theanompi.core.safe_load.errors import UnsafeFileError, UnsafeHickleError
 from theanompi.core.safe_load.pickles import restricted_loads
 
@@ -72,18 +74,24 @@ def _hickle_uses_restricted_pickle(source: str) -> Iterator[None]:
 
 @contextmanager
 def _hdf5_file(path: Path, missing: str, unreadable: str) -> Iterator[Any]:
-    """``path`` open with h5py for reading; ConfigError ``missing`` if there is no such file, ``unreadable`` (with
+    """``path`` open with h5py for reading, through a descriptor of the regular file it is (a FIFO, a device or a
+    link to one is refused: UnexpectedEntry); ConfigError ``missing`` if there is no such file, ``unreadable`` (with
     h5py's reason) if h5py cannot open it."""
     import h5py  # noqa: PLC0415 - h5py takes ~0.15 s to import: only when a file is read
 
-    if not path.is_file():
-        raise ConfigError(missing)
     try:
-        f = h5py.File(path, "r")
+        fd = open_regular(path, "hickle file")
+    except FileNotFoundError:
+        raise ConfigError(missing) from None
     except OSError as err:
-        raise ConfigError(f"{unreadable} ({err})") from None
-    with f:
-        yield f
+        raise ConfigError(f"{unreadable} ({err.strerror or err})") from None
+    with os.fdopen(fd, "rb") as raw:
+        try:
+            f = h5py.File(raw, "r")
+        except OSError as err:
+            raise ConfigError(f"{unreadable} ({err})") from None
+        with f:
+            yield f
 
 
 def load_hickle(path: StrPath) -> object:
@@ -103,16 +111,21 @@ def load_hickle(path: StrPath) -> object:
     theanompi.core.safe_load.errors.UnsafeHickleError: refusing to unpickle ...: it references the global \
     'collections.OrderedDict' in the type of node '/data/"order"' (only containers, numbers, strings and numpy ...
     """
-    import hickle  # noqa: PLC0415 - hickle loads h5py: only when a file is read
-
     from theanompi.core.safe_load.hickle_nodes import check_pickles  # noqa: PLC0415 - imports h5py
 
     path = Path(path)
     with _hdf5_file(path, f"{path}: no such file", f"{path}: not a readable hickle file") as f:
         check_pickles(f, path)
+        return _load_checked(f, path)
+
+
+def _load_checked(f: Any, path: Path) -> object:
+    """``hickle.load`` of the open file ``f`` (its pickles checked), with the restricted unpickler."""
+    import hickle  # noqa: PLC0415 - hickle loads h5py: only when a file is read
+
     try:
         with _hickle_uses_restricted_pickle(str(path)):
-            return hickle.load(str(path))
+            return hickle.load(f)  # the file checked, through the same descriptor
     except Exception as err:  # hickle wraps everything in ValueError; find our refusal in the chain
         cause: BaseException | None = err
         while cause is not None:
@@ -167,11 +180,13 @@ def read_array(path: StrPath, what: str) -> np.ndarray:
     (3, 2, 2)
     """
     path = Path(path)
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise ConfigError(f"{what} '{path}' does not exist")
     if path.suffix == ".npy":
+        f = os.fdopen(open_regular(path, what), "rb")  # a FIFO or a device is refused (UnexpectedEntry)
         try:
-            return np.asarray(np.load(path, allow_pickle=False))
+            with f:
+                return np.asarray(np.load(f, allow_pickle=False))
         except ValueError as e:
             raise ConfigError(f"{what} '{path}' is not a plain numeric .npy array ({e})") from None
     content = read_hickle(path)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import pickle
 import pickletools
 import types
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from theanompi.core.errors import ConfigError
+from theanompi.core.no_follow import open_regular
 from theanompi.core.safe_load.errors import UnsafeFileError, UnsafePickleError
 
 #: pickle spells NoneType as ``type(None)``: allowed, ``builtins.type`` resolves to a stand-in that gives only that
@@ -192,10 +194,11 @@ def load_pickle(path: str | Path, allowed: Iterable[tuple[str, str]] | None = No
     theanompi.core.errors.ConfigError: MNIST file '/tmp/.../batch.gz' is missing
     """
     path = Path(path)
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise ConfigError(f"{what} '{path}' is missing")
+    raw = os.fdopen(open_regular(path, what), "rb")  # a FIFO or a device is refused (UnexpectedEntry)
     try:
-        with gzip.open(path, "rb") if gzipped else open(path, "rb") as f:
+        with raw, gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw as f:
             return RestrictedUnpickler(f, source=str(path), allowed=allowed, encoding=encoding).load()
     except UnsafeFileError:
         raise

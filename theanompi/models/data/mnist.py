@@ -41,12 +41,14 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from theanompi.core.errors import ConfigError
+from theanompi.core.no_follow import open_regular
 from theanompi.core.safe_load import NUMPY_ARRAY_GLOBALS, load_pickle
 from theanompi.models.data.base import ShardedArrayData
 from theanompi.models.data.theanompi_api import session_config, session_data_dir
@@ -77,8 +79,9 @@ def _check_pair(x, y, where: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _load_npz(path: Path) -> list:
+    raw = os.fdopen(open_regular(path, "MNIST file"), "rb")  # a FIFO or a device is refused (UnexpectedEntry)
     try:
-        with np.load(path, allow_pickle=False) as f:
+        with raw, np.load(raw, allow_pickle=False) as f:
             arrays = {k: f[k] for k in f.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
         raise ConfigError(f"MNIST file '{path}' is not a readable .npz of numeric arrays ({e})") from None

@@ -56,6 +56,7 @@ from theanompi.session.checkpoint import load_checkpoint, nothing_to_train
 from theanompi.session.checkpoint_writer import CheckpointWriter
 from theanompi.session.rank_status import stop_requested, write_stopped
 from theanompi.session.recorder import Recorder
+from theanompi.session.run_dir import owning_root
 from theanompi.session.watchdog import ACTIVITY
 
 log = logging.getLogger("theanompi")
@@ -319,7 +320,8 @@ class EASGDServer:
         self.traffic = SentBytes()  # the replies and deltas this server sent (theanompi.comm.traffic)
         self._workers_bytes_before_epoch = 0  # the workers' reported bytes when the global epoch began
         self.snapshots = SnapshotBook(self.n_workers)
-        self.writer = CheckpointWriter(str(options.checkpoint_dir))
+        directory = str(options.checkpoint_dir)
+        self.writer = CheckpointWriter(directory, root=owning_root(directory, ctx.spec.run_dir))
         every = options.checkpoint_every_iters
         self.next_checkpoint_steps = (self.ledger.reported // every + 1) * every if every else 0
         self.stopping = False  # the launcher asked to stop at a checkpoint, which was written

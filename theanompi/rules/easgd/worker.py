@@ -85,7 +85,8 @@ class EASGDWorker(WorkerLoop[EASGDOptions]):
         Every worker writes its own records, under ``RUN_DIR/workers/worker-K``."""
         connection = connect(ctx)
         comm = connection.role_comm
-        recorder = Recorder(Path(ctx.spec.run_dir) / "workers" / f"worker-{comm.rank}", write=True)
+        recorder = Recorder(Path(ctx.spec.run_dir) / "workers" / f"worker-{comm.rank}", write=True,
+                            root=ctx.spec.run_dir)
         built = build_worker(ctx, comm, cls.sync_type, cls.fused_location, recorder)
         return cls(ctx, built, ctx.options_as(EASGDOptions), connection, MPIStaging())
 
