@@ -10,6 +10,7 @@ import time
 import pytest
 from conftest import ASSETS, write_cfg
 
+pytestmark = pytest.mark.usefixtures("ends_its_processes")  # kills what a launch that timed out leaves
 EASGD_DEVICES = "cpu0,cpu1,cpu2"  # EASGD's first device is its server's: a server and two workers
 RULES = {"BSP": {}, "EASGD": {"EASGD_TAU": 1, "DEVICES": EASGD_DEVICES}, "GOSGD": {"GOSGD_P": 0.5}, "ASGD": {}}
 
