@@ -48,6 +48,7 @@ def test_discovery_runs_the_script_and_puts_this_host_first(tmp_path):
 @pytest.mark.parametrize("body, said", [
     ("echo cannot reach the scheduler >&2; exit 3", "exit code 3: cannot reach the scheduler"),
     ("sleep 5", "still running after 1 s"),
+    ("exec yes node1:1", "printed more than 1 MiB \\(stopped\\)"),
 ])
 def test_a_failing_discovery_script_is_one_line(tmp_path, body, said):
     name = script(tmp_path, body)

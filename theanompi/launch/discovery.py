@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import selectors
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -42,6 +43,12 @@ log = logging.getLogger(__name__)
 DISCOVERY_TIMEOUT = 30.0
 #: the most slots one host may offer (more is a typo)
 MAX_SLOTS = 4096
+#: the most a discovery script may print (tens of thousands of ``host:slots`` lines; more is a runaway script)
+MAX_OUTPUT = 1 << 20
+
+
+class _TooMuchOutput(Exception):
+    """A discovery script printed more than :data:`MAX_OUTPUT` bytes."""
 
 
 def parse_host_slots(text: str, what: str) -> list[tuple[str, int]]:
@@ -66,16 +73,48 @@ def run_discovery(script: str, cwd: str, timeout: float = DISCOVERY_TIMEOUT) -> 
     """The hosts HOST_DISCOVERY offers now (ConfigError naming the script and what went wrong)."""
     what = f"HOST_DISCOVERY={script!r}"
     try:
-        proc = subprocess.run([os.path.join(cwd, script)], capture_output=True, text=True, timeout=timeout,
-                              cwd=cwd, stdin=subprocess.DEVNULL)
+        returncode, stdout, stderr = _script_output([os.path.join(cwd, script)], cwd, timeout)
     except subprocess.TimeoutExpired:
         raise ConfigError(f"{what}: still running after {timeout:.0f} s") from None
+    except _TooMuchOutput:
+        raise ConfigError(f"{what}: printed more than {MAX_OUTPUT >> 20} MiB (stopped)") from None
     except OSError as err:
         raise ConfigError(f"{what}: cannot be run: {err.strerror or err}") from None
-    if proc.returncode != 0:
-        said = (proc.stderr.strip().splitlines() or [""])[-1][:200]
-        raise ConfigError(f"{what}: exit code {proc.returncode}{': ' + said if said else ''}")
-    return parse_host_slots(proc.stdout, what)
+    if returncode != 0:
+        said = (stderr.strip().splitlines() or [""])[-1][:200]
+        raise ConfigError(f"{what}: exit code {returncode}{': ' + said if said else ''}")
+    return parse_host_slots(stdout, what)
+
+
+def _script_output(argv: list[str], cwd: str, timeout: float) -> tuple[int, str, str]:
+    """(exit code, output, the end of its error output) of ``argv`` run without input; killed after ``timeout``
+    seconds (:class:`subprocess.TimeoutExpired`) or once its output passes :data:`MAX_OUTPUT` bytes
+    (:class:`_TooMuchOutput`), so that no script can hang the launcher or fill its memory."""
+    deadline = time.monotonic() + timeout
+    out, err = bytearray(), bytearray()
+    with subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE) as proc, selectors.DefaultSelector() as pipes:
+        try:
+            for pipe, buffer in ((proc.stdout, out), (proc.stderr, err)):
+                if pipe is not None:  # both are: PIPE
+                    pipes.register(pipe, selectors.EVENT_READ, buffer)
+            while pipes.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise subprocess.TimeoutExpired(argv, timeout)
+                for key, _ in pipes.select(left):
+                    chunk = os.read(key.fd, 1 << 16)
+                    if not chunk:
+                        pipes.unregister(key.fileobj)
+                    key.data.extend(chunk)
+                if len(out) > MAX_OUTPUT:
+                    raise _TooMuchOutput
+                del err[:-4096]  # only its last line is shown
+            proc.wait(max(deadline - time.monotonic(), 0.0))
+        except BaseException:
+            proc.kill()
+            raise
+    return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
 
 
 def discovered_devices(script: str, cwd: str, kind: str, environ: Mapping[str, str] = os.environ) -> str:
