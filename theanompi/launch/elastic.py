@@ -82,14 +82,14 @@ class ElasticRun:
     """
 
     def __init__(self, spec: SessionSpec, ranks: list[RankSpec], first: SessionRun, source: DeviceSource,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
         self.first_spec = spec
         self.spec, self.ranks, self.current = spec, ranks, first
         self.options = spec.options
         self.rule = get_rule(spec.rule)
         self.source = source
         self.membership = Membership(source.read, spec.options.elastic_cooldown, clock=clock)
-        self.clock = clock
+        self.clock, self.sleep = clock, sleep
         self.min_workers = spec.options.min_workers or self.workers(parse_devices(spec.devices))
         #: the restarts so far (summary.json's "restarts")
         self.restarts: list[dict[str, Any]] = []
@@ -204,7 +204,7 @@ class ElasticRun:
             left = deadline - self.clock()
             if left <= 0:
                 return None
-            time.sleep(min(1.0, left))
+            self.sleep(min(1.0, left))
 
     # ----- choosing devices --------------------------------------------------------------
     def workers(self, devices: list[Device]) -> int:
