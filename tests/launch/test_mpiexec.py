@@ -79,6 +79,36 @@ def test_a_terminated_launcher_says_which_signal_stopped_it(tmp_path):
     assert proc.stdout.strip() == "143 interrupted (SIGTERM); every rank was stopped -15", proc.stderr
 
 
+def test_a_signal_while_mpiexec_is_being_started_ends_it(tmp_path, monkeypatch):
+    """Between the spawn and :meth:`MpiexecRun.wait` (the tree's first look, the stderr pump) a Ctrl-C must not leave
+    mpiexec running: it is ended, the run directory's claim let go, and the interrupt goes on to the launcher."""
+    from theanompi.launch import mpiexec
+
+    class Claim:
+        released = False
+
+        def release(self):
+            self.released = True
+
+    started = []
+
+    def interrupted_observe(tree):  # the first look is interrupted; terminate()'s own looks are not
+        started.append(tree.root)
+        if len(started) == 1:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(mpiexec.ProcessTree, "observe", interrupted_observe)
+    monkeypatch.setattr(mpiexec.ProcessTree, "end", lambda tree, grace: [])
+    claim = Claim()
+    with pytest.raises(KeyboardInterrupt):
+        mpiexec.MpiexecRun(["sleep", "600"], tmp_path, [], claim=claim)
+    pid = started[0]
+    with pytest.raises(ProcessLookupError):  # ended and reaped
+        import os
+        os.kill(pid, 0)
+    assert claim.released
+
+
 def test_launch_plan_places_every_rank_and_ships_the_spec_only_to_other_hosts(tmp_path, monkeypatch):
     import socket
 

@@ -209,10 +209,12 @@ def test_sigterm_while_a_host_never_answers_leaves_nothing_behind(hosts, tmp_pat
 
 
 # ----- this host alone: every way a session ends ----------------------------------------------------------------------
-def launch_here(tmp_path: Path, env: dict[str, str], **keys: object) -> subprocess.Popen:
+def launch_here(tmp_path: Path, env: dict[str, str], sigint_ignored: bool = False, **keys: object) -> subprocess.Popen:
+    """The launcher on this host; ``sigint_ignored``: started as a script's background job is (SIGINT ignored)."""
     cfg = write_cfg(tmp_path / "s.cfg", RUN_DIR="run", **keys)
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
     return subprocess.Popen([TMLAUNCHER, f"-cfg={cfg}"], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignore)
 
 
 @pytest.mark.parametrize("case", ["finished", "failed rank"])
@@ -246,14 +248,18 @@ def test_ranks_that_never_start_end_the_session_at_startup_timeout(tmp_path):
                            "theanompi"), line
 
 
-@pytest.mark.parametrize("sig, code, said", [(signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM")])
-def test_a_signal_during_start_up_leaves_no_process(tmp_path, sig, code, said):
+@pytest.mark.parametrize("sig, code, said, sigint_ignored", [
+    (signal.SIGINT, 130, "Ctrl-C", False),
+    (signal.SIGINT, 130, "Ctrl-C", True),  # `tmlauncher ... &` in a script: SIGINT ignored, yet `kill -INT` stops it
+    (signal.SIGTERM, 143, "SIGTERM", False),
+], ids=["Ctrl-C", "Ctrl-C to a background job", "SIGTERM"])
+def test_a_signal_during_start_up_leaves_no_process(tmp_path, sig, code, said, sigint_ignored):
     hang = tmp_path / "hang"
     hang.mkdir()
     (hang / "sitecustomize.py").write_text("import os, time\nif 'OMPI_COMM_WORLD_RANK' in os.environ:\n"
                                           "    time.sleep(600)\n")
     mark, env = marked_environment(PYTHONPATH=os.pathsep.join([str(hang), os.environ.get("PYTHONPATH", "")]))
-    proc = launch_here(tmp_path, env)
+    proc = launch_here(tmp_path, env, sigint_ignored)
     wait_for(lambda: len([p for p in marked(mark) if p[1].startswith("python")]) >= 2, 120, "the ranks' Pythons")
     proc.send_signal(sig)
     returncode, _, err = finish(proc, mark, timeout=60)

@@ -40,7 +40,7 @@ from theanompi.launch.discovery import DeviceSource, discovered_devices
 from theanompi.launch.dry_run import describe_launch
 from theanompi.launch.elastic import within_max_workers
 from theanompi.launch.handles import Session
-from theanompi.launch.mpiexec import raise_interrupted
+from theanompi.launch.mpiexec import exit_code_of, interrupted_line, raise_interrupted
 from theanompi.launch.options_help import describe_model_options, split_model_reference
 from theanompi.launch.plan import load_model, plan_session, session_argv
 
@@ -147,13 +147,19 @@ def main(argv: list[str] | None = None) -> int:
         if args.dry_run:
             sys.stdout.write("".join(f"{line}\n" for line in describe_launch(spec, ranks, session_argv(spec, ranks))))
             return 0
-        signal.signal(signal.SIGTERM, raise_interrupted)  # a killed launcher still stops every rank
+        # a killed launcher still stops every rank; SIGINT too when the launcher's parent ignored it (a script's
+        # background job: ``tmlauncher ... &``), as torchrun does
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, raise_interrupted)
         source = (DeviceSource.allocation(os.environ, args.hostfile)
                   if allocated and not request.options.host_discovery else None)
         session = Session(request.rule).start(spec, ranks, source)
     except ConfigError as err:
         sys.stderr.write(f"tmlauncher: error: {err}\n")
         return 2
+    except KeyboardInterrupt as err:  # while mpiexec was being started (MpiexecRun ends what it had started)
+        sys.stderr.write(f"tmlauncher: session failed: {interrupted_line(err, 'while starting')}\n")
+        return exit_code_of(err)
     assert session.run is not None
     code = session.run.wait()
     for line in session.run.remote_ends():  # ranks on other hosts: their RUN_DIR may not be this one

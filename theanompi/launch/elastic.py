@@ -53,7 +53,7 @@ from theanompi.core.safe_io import append_lines, atomic_write_text
 from theanompi.core.session_options import SessionOptions
 from theanompi.launch.discovery import DeviceSource, Membership, device_key
 from theanompi.launch.losses import Loss, membership_loss
-from theanompi.launch.mpiexec import MpiexecRun
+from theanompi.launch.mpiexec import MpiexecRun, exit_code_of, interrupted_line
 from theanompi.launch.plan import SessionRequest, SessionRun, plan_session, start_session
 from theanompi.rules import get_rule
 from theanompi.rules.base import Rule
@@ -119,9 +119,8 @@ class ElasticRun:
         try:
             code = self._loop()
         except KeyboardInterrupt as err:  # Ctrl-C while no session runs (between two, or waiting for workers)
-            name = getattr(err, "signal_name", "SIGINT")
-            self.failure = f"interrupted ({'Ctrl-C' if name == 'SIGINT' else name}) between restarts"
-            code = 130 if name == "SIGINT" else 143
+            self.failure = interrupted_line(err, "between restarts")
+            code = exit_code_of(err)
         self.code = code
         return code
 

@@ -187,6 +187,28 @@ def raise_interrupted(signum: int, frame: FrameType | None) -> None:
     raise Interrupted(signal.Signals(signum).name)
 
 
+def interrupted_line(err: KeyboardInterrupt, when: str = "") -> str:
+    """The failure line of a session stopped by ``err`` (Ctrl-C, or :class:`Interrupted` naming its signal).
+
+    >>> interrupted_line(Interrupted("SIGTERM"), "while starting")
+    'interrupted (SIGTERM) while starting; every rank was stopped'
+    >>> interrupted_line(KeyboardInterrupt())
+    'interrupted (Ctrl-C); every rank was stopped'
+    """
+    name = getattr(err, "signal_name", "SIGINT")
+    said = "Ctrl-C" if name == "SIGINT" else name
+    return f"interrupted ({said}){' ' + when if when else ''}; every rank was stopped"
+
+
+def exit_code_of(err: KeyboardInterrupt) -> int:
+    """128 + the signal that stopped the launcher, as a shell says it (130 for Ctrl-C).
+
+    >>> exit_code_of(Interrupted("SIGTERM")), exit_code_of(KeyboardInterrupt())
+    (143, 130)
+    """
+    return 128 + getattr(signal, getattr(err, "signal_name", "SIGINT"), signal.SIGINT).value
+
+
 def _terminate_with_parent() -> None:
     """In the mpiexec child: get SIGTERM when the launcher dies, even by SIGKILL (Linux).
 
@@ -276,9 +298,15 @@ class MpiexecRun:
                           preexec_fn=_terminate_with_parent)
         #: every process mpiexec starts on this host (its session, its descendants, their process groups)
         self.tree = ProcessTree(self.proc.pid)
-        self.tree.observe()
         self._pump = threading.Thread(target=self._pump_stderr, daemon=True)
-        self._pump.start()
+        try:  # a signal before :meth:`wait` takes over must not leave mpiexec running
+            self.tree.observe()
+            self._pump.start()
+        except BaseException:
+            self.terminate(grace=2.0)
+            if self.claim is not None:
+                self.claim.release()
+            raise
 
     def _pump_stderr(self) -> None:
         stderr = self.proc.stderr
@@ -316,10 +344,8 @@ class MpiexecRun:
             code = self._wait_watching_stalls()
         except KeyboardInterrupt as err:
             self.terminate(grace=10.0 if not self._starting else 2.0)
-            name = getattr(err, "signal_name", "SIGINT")
-            said = "Ctrl-C" if name == "SIGINT" else name
-            self.failure = f"interrupted ({said}); every rank was stopped"
-            code = 128 + getattr(signal, name, signal.SIGINT).value
+            self.failure = interrupted_line(err)
+            code = exit_code_of(err)
         finally:
             left = self.tree.end(grace=2.0)  # a finished or failed mpiexec's orphans (an ssh of its own group)
             if left:
