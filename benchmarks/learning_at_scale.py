@@ -19,7 +19,7 @@ session (the ``theanompi`` handles) with the same model, epochs and seed for eve
   (LR_SCHEDULE=cosine, AVERAGE_WEIGHTS=ema with EMA_DECAY ``--ema-decay``); on request ``scaled``: ``scheduled``
   with Goyal et al.'s LR_SCALING=linear over WARMUP_EPOCHS=2, the large-batch recipe, meant for BSP (``--rules
   "BSP cdd,BSP avg"``: the asynchronous rules' workers take steps of their own, which it would multiply);
-* ``--asgd-study``: ASGD at 4 and 8 workers, ``scheduled``, on the pytensor CNN, with each candidate of issue 38's
+* ``--asgd-study``: ASGD at 4 and 8 workers, in each ``--variants``, on the first model, with each candidate of issue 38's
   item 3 (:data:`ASGD_CANDIDATES`): bounded staleness, the implicit-momentum correction, staleness handling.
 
 Per run: the final model's validation accuracy after the last epoch (the averaged weights' when they are on), the
@@ -108,10 +108,10 @@ def planned_runs(models, variants, workers, seeds, asgd_study: bool, rules=tuple
                     rule, options = RULES[label]
                     runs += [dict(model=model, variant=variant, label=label, rule=rule, options=options, workers=n,
                                   seed=seed) for seed in seeds]
-    if asgd_study:
-        for n in (w for w in workers if w >= 4):
+    if asgd_study:  # the first model, each variant
+        for variant, n in ((v, w) for v in variants for w in workers if w >= 4):
             for label, options in ASGD_CANDIDATES.items():
-                runs += [dict(model=models[0], variant="scheduled", label=label, rule="ASGD", options=options,
+                runs += [dict(model=models[0], variant=variant, label=label, rule="ASGD", options=options,
                               workers=n, seed=seed) for seed in seeds]
     return runs
 
