@@ -3,7 +3,7 @@ the learning-rate schedule and averaged weights; final accuracy, the spread of t
 
     flock /work/wt/bench.lock python benchmarks/learning_at_scale.py [--quick] [--models signal,torch]
         [--workers 1,2,4,8] [--seeds 0,1] [--epochs 10] [--n-train 4000] [--n-val 2000] [--target 0.9]
-        [--variants defaults,scheduled[,scaled]] [--asgd-study] [--json PATH] [--png PATH] [--note TEXT]
+        [--variants defaults,scheduled[,scaled,sqrt-scaled]] [--asgd-study] [--json PATH] [--png PATH] [--note TEXT]
     python benchmarks/learning_at_scale.py --report PATH.json [--png PATH]     # the table and plot of a JSON
 
 The data are benchmarks/signal_cnn.py's noisy sinusoids of 8 frequencies (the Bayes-optimal classifier's
@@ -18,7 +18,8 @@ session (the ``theanompi`` handles) with the same model, epochs and seed for eve
 * variants: ``defaults`` (no option of issue 38: LR_SCHEDULE=constant, AVERAGE_WEIGHTS=none) and ``scheduled``
   (LR_SCHEDULE=cosine, AVERAGE_WEIGHTS=ema with EMA_DECAY ``--ema-decay``); on request ``scaled``: ``scheduled``
   with Goyal et al.'s LR_SCALING=linear over WARMUP_EPOCHS=2, the large-batch recipe, meant for BSP (``--rules
-  "BSP cdd,BSP avg"``: the asynchronous rules' workers take steps of their own, which it would multiply);
+  "BSP cdd,BSP avg"``: the asynchronous rules' workers take steps of their own, which it would multiply), and
+  ``sqrt-scaled``: the same with LR_SCALING=sqrt (the square root of the workers, for where the linear rule diverges);
 * ``--asgd-study``: ASGD at 4 and 8 workers, in each ``--variants``, on the first model, with each candidate of issue 38's
   item 3 (:data:`ASGD_CANDIDATES`): bounded staleness, the implicit-momentum correction, staleness handling.
 
@@ -69,22 +70,25 @@ SETTING_FLAGS = {"--epochs": (int, 10), "--n-train": (int, 4000), "--n-val": (in
                  "--ema-decay": (float, 0.998)}
 
 
-VARIANTS = ("defaults", "scheduled", "scaled")
+VARIANTS = ("defaults", "scheduled", "scaled", "sqrt-scaled")
 
 
 def variant_options(variant: str, ema_decay: float) -> dict:
     """The session options of a variant: ``defaults`` (none of issue 38's), ``scheduled`` (cosine + averaged),
-    ``scaled`` (``scheduled`` with the learning rate times the workers after a 2-epoch warm-up).
+    ``scaled`` (``scheduled`` with the learning rate times the workers after a 2-epoch warm-up), ``sqrt-scaled``
+    (the same with the square root of the workers).
 
-    >>> variant_options("scaled", 0.99)["lr_scaling"], variant_options("defaults", 0.99)
-    ('linear', {})
+    >>> variant_options("scaled", 0.99)["lr_scaling"], variant_options("sqrt-scaled", 0.99)["lr_scaling"]
+    ('linear', 'sqrt')
+    >>> variant_options("defaults", 0.99)
+    {}
     """
     if variant == "defaults":
         return {}
     scheduled = {"lr_schedule": "cosine", "average_weights": "ema", "ema_decay": ema_decay}
     if variant == "scheduled":
         return scheduled
-    return {**scheduled, "lr_scaling": "linear", "warmup_epochs": 2}
+    return {**scheduled, "lr_scaling": "sqrt" if variant == "sqrt-scaled" else "linear", "warmup_epochs": 2}
 
 
 def run_key(model: str, variant: str, label: str, workers: int, seed: int) -> str:

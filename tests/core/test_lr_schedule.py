@@ -13,14 +13,16 @@ PROGRESS = np.linspace(0.0, 12.0, 97)  # epochs, fractional: every 1/8 epoch ove
 
 
 def ramp_reference(p, n_workers, scaling, warmup):
-    if scaling != "linear":
+    if scaling == "none":
         return np.ones_like(p)
+    full = float(n_workers) if scaling == "linear" else np.sqrt(n_workers)
     if warmup <= 0:
-        return np.full_like(p, float(n_workers))
-    return np.where(p >= warmup, float(n_workers), 1.0 + (n_workers - 1.0) * p / warmup)
+        return np.full_like(p, full)
+    return np.where(p >= warmup, full, 1.0 + (full - 1.0) * p / warmup)
 
 
-@pytest.mark.parametrize("scaling, warmup", [("none", 0.0), ("linear", 0.0), ("linear", 2.5)])
+@pytest.mark.parametrize("scaling, warmup", [("none", 0.0), ("linear", 0.0), ("linear", 2.5), ("sqrt", 0.0),
+                                             ("sqrt", 2.5)])
 def test_constant_is_the_scaled_rate(scaling, warmup):
     s = LRSchedule("constant", n_epochs=10, n_workers=4, scaling=scaling, warmup_epochs=warmup)
     got = np.array([s.lr(0.05, p) for p in PROGRESS])
@@ -37,7 +39,7 @@ def test_step_multiplies_by_the_decay_at_each_milestone(scaling, warmup):
 
 
 @pytest.mark.parametrize("lr_min", [0.0, 0.001])
-@pytest.mark.parametrize("scaling, warmup", [("none", 0.0), ("linear", 2.0)])
+@pytest.mark.parametrize("scaling, warmup", [("none", 0.0), ("linear", 2.0), ("sqrt", 2.0)])
 def test_cosine_goes_from_the_peak_to_lr_min_over_the_session(lr_min, scaling, warmup):
     s = LRSchedule("cosine", n_epochs=10, n_workers=2, scaling=scaling, warmup_epochs=warmup, lr_min=lr_min)
     got = np.array([s.lr(0.02, p) for p in PROGRESS])
@@ -50,8 +52,11 @@ def test_cosine_goes_from_the_peak_to_lr_min_over_the_session(lr_min, scaling, w
 def test_when_the_rate_changes_inside_an_epoch():
     assert not LRSchedule("step", decay_epochs="2").varies_within(1)
     assert LRSchedule("cosine").varies_within(0)
-    warm = LRSchedule("step", n_workers=4, scaling="linear", warmup_epochs=1.5, decay_epochs="5")
-    assert [warm.varies_within(e) for e in (0, 1, 2)] == [True, True, False]
+    for scaling in ("linear", "sqrt"):
+        warm = LRSchedule("step", n_workers=4, scaling=scaling, warmup_epochs=1.5, decay_epochs="5")
+        assert [warm.varies_within(e) for e in (0, 1, 2)] == [True, True, False]
+        assert not warm.is_constant()
+    assert LRSchedule(n_workers=4, scaling="sqrt").is_constant()  # no warm-up: the factor from the start
 
 
 def test_of_session_reads_the_options():
@@ -68,5 +73,7 @@ def test_step_without_milestones_is_refused_at_launch():
     check_lr_schedule(SessionOptions(lr_schedule="step", lr_decay_epochs="3"))
     with pytest.raises(ConfigError, match="LR_SCHEDULE='linear' is not allowed"):
         SessionOptions.from_cfg({"LR_SCHEDULE": "linear"})
+    with pytest.raises(ConfigError, match="LR_SCALING='log' is not allowed; use one of: none, linear, sqrt"):
+        SessionOptions.from_cfg({"LR_SCALING": "log"})
     with pytest.raises(ConfigError, match="EMA_DECAY='1' is not allowed"):
         SessionOptions.from_cfg({"EMA_DECAY": "1"})

@@ -6,6 +6,7 @@ import pytensor
 import pytest
 import torch
 
+from theanompi.core.errors import ConfigError
 from theanompi.core.lr_schedule import LRSchedule
 from theanompi.core.session_options import SessionOptions
 from theanompi.models.contract import WorkerConfig
@@ -111,6 +112,36 @@ def test_theanompi_model_that_changes_shared_lr_keeps_its_own():
     rates_seen(model, lambda: inner.seen[-1])
     assert model.own_lr_schedule == "_TheanoMPIStyle.adjust_hyperp changes shared_lr"
     assert inner.seen[-1] == pytest.approx(0.01 / 10 / 10, rel=1e-6)  # from epoch 1 on, its own decays
+
+
+@pytest.mark.parametrize("scaling, warmup, factors", [
+    ("linear", 0.0, [4, 4, 4]), ("sqrt", 0.0, [2, 2, 2]),
+    ("linear", 2.0, [1, 2, 4]), ("sqrt", 2.0, [1, 2 ** 0.5, 2]),  # Theano-MPI's warm-up: size ** (epoch / w)
+])
+def test_theanompi_model_with_its_own_schedule_scales_shared_lr(scaling, warmup, factors):
+    """LR_SCALING on a model that keeps its own schedule (here: a tenfold decay every epoch), on 4 workers."""
+    inner = _TheanoMPIStyle(decays_itself=True)
+    options = SessionOptions(lr_scaling=scaling, warmup_epochs=warmup)
+    model = TheanoMPIModel(inner, WorkerConfig(rank=0, size=4, seed=0, device="cpu0", options=options))
+    seen = [lr for _, lr in rates_seen(model, lambda: inner.seen[-1])]
+    expected = [0.01 * factors[epoch] / 10 ** epoch for epoch in (0, 1, 2) for _ in range(3)]
+    assert seen == pytest.approx(expected, rel=1e-6)
+
+
+def test_sqrt_scaling_needs_shared_lr():
+    class ScaleLrOnly(_TheanoMPIStyle):
+        def __init__(self):
+            super().__init__(decays_itself=True)
+            self.rate = self.shared_lr
+            del self.shared_lr
+
+        def adjust_hyperp(self, epoch): ...
+        def scale_lr(self, size): ...
+
+    model = TheanoMPIModel(ScaleLrOnly(), WorkerConfig(rank=0, size=4, seed=0, device="cpu0",
+                                                       options=SessionOptions(lr_scaling="sqrt")))
+    with pytest.raises(ConfigError, match="LR_SCALING=sqrt: ModelClass 'ScaleLrOnly' has no shared_lr"):
+        rates_seen(model, lambda: 0.0)
 
 
 def test_a_model_with_its_own_schedule_keeps_it_and_the_line_says_so():

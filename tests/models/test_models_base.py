@@ -25,6 +25,15 @@ def test_linear_lr_scaling_with_warmup():
     assert model.lr.get_value() == pytest.approx(0.05 * (1 + 3 * (1 + (n // 2) / n) / 2), rel=1e-6)
 
 
+def test_sqrt_lr_scaling_with_warmup():
+    """LR_SCALING=sqrt: the factor sqrt(N), reached linearly over WARMUP_EPOCHS, on the rate the steps use."""
+    model = MLP(config(size=9, options=SessionOptions(lr_scaling="sqrt", warmup_epochs=2.0)))
+    assert [model.lr_multiplier(e) for e in (0.0, 1.0, 2.0, 7.0)] == [1.0, 2.0, 3.0, 3.0]
+    model.compile_iter_fns("avg")
+    model.adjust_hyperp(2)
+    assert model.lr.get_value() == pytest.approx(0.05 * 3.0, rel=1e-6)
+
+
 def test_options_checked():
     with pytest.raises(ConfigError, match="unknown model option 'dropout'"):
         MLP.validate_options({"dropout": 0.5})

@@ -6,8 +6,10 @@ rate depends on nothing but where training is: a resumed session, which restarts
 with exactly the rates of an uninterrupted one. For a base rate ``lr`` (a model's MODEL_LR, a Theano-MPI model's
 ``shared_lr``, ASGD's ASGD_LR) with ``N`` workers and ``E`` epochs (the session's):
 
-* LR_SCALING / WARMUP_EPOCHS: ``peak(p) = lr * ramp(p)``, ``ramp`` = 1 without scaling, ``N`` with LR_SCALING=linear,
-  rising linearly from 1 to ``N`` over the first WARMUP_EPOCHS epochs (Goyal et al. 2017's gradual warm-up);
+* LR_SCALING / WARMUP_EPOCHS: ``peak(p) = lr * ramp(p)``, ``ramp`` = 1 without scaling, ``N`` with LR_SCALING=linear
+  (Goyal et al. 2017's rule for SGD), ``sqrt(N)`` with LR_SCALING=sqrt (Krizhevsky 2014, Hoffer et al. 2017: the
+  gradient's noise falls as ``1/sqrt(N)``; gentler where the linear rule diverges), rising linearly from 1 to that
+  factor over the first WARMUP_EPOCHS epochs (Goyal et al.'s gradual warm-up);
 * ``constant``: ``peak(p)``;
 * ``step``: ``peak(p) * LR_DECAY ** k``, ``k`` the milestones of LR_DECAY_EPOCHS already reached (``p >= m``);
 * ``cosine``: ``LR_MIN + (peak(p) - LR_MIN) * (1 + cos(pi * p / E)) / 2``, from the peak at ``p = 0`` to LR_MIN at
@@ -35,6 +37,21 @@ from theanompi.core.options import parse_int_list
 
 #: LR_SCHEDULE's values
 SCHEDULES = ("constant", "step", "cosine")
+#: LR_SCALING's values
+SCALINGS = ("none", "linear", "sqrt")
+
+
+def scaling_factor(scaling: str, n_workers: int) -> float:
+    """LR_SCALING's factor for ``n_workers`` workers once any warm-up is over.
+
+    >>> scaling_factor("none", 4), scaling_factor("linear", 4), scaling_factor("sqrt", 4)
+    (1.0, 4.0, 2.0)
+    """
+    if scaling == "linear":
+        return float(n_workers)
+    if scaling == "sqrt":
+        return math.sqrt(n_workers)
+    return 1.0
 
 
 @dataclass(frozen=True)
@@ -61,14 +78,16 @@ class LRSchedule:
 
     # ----- the pieces --------------------------------------------------------------------------
     def ramp(self, progress: float) -> float:
-        """LR_SCALING's factor: 1, or N (linear), reached linearly over WARMUP_EPOCHS.
+        """LR_SCALING's factor (:func:`scaling_factor`: 1, N or sqrt(N)), reached linearly over WARMUP_EPOCHS.
 
         >>> LRSchedule(n_workers=8, scaling="linear", warmup_epochs=4).ramp(1.0)
         2.75
+        >>> LRSchedule(n_workers=16, scaling="sqrt", warmup_epochs=4).ramp(2.0), LRSchedule(n_workers=16).ramp(2.0)
+        (2.5, 1.0)
         """
-        if self.scaling != "linear":
+        if self.scaling == "none":
             return 1.0
-        target = float(self.n_workers)
+        target = scaling_factor(self.scaling, self.n_workers)
         if self.warmup_epochs <= 0 or progress >= self.warmup_epochs:
             return target
         return 1.0 + (target - 1.0) * max(0.0, progress) / self.warmup_epochs
@@ -95,7 +114,7 @@ class LRSchedule:
     def varies_within(self, epoch: int) -> bool:
         """Whether the rate changes between the steps of ``epoch`` (a warm-up, or the cosine), so that it must be set
         at every step and not only at the epoch's start (step milestones are whole epochs)."""
-        warming = self.scaling == "linear" and epoch < self.warmup_epochs
+        warming = self.scaling != "none" and epoch < self.warmup_epochs
         return warming or self.kind == "cosine"
 
     def is_constant(self) -> bool:
@@ -104,4 +123,4 @@ class LRSchedule:
         >>> LRSchedule().is_constant(), LRSchedule("step").is_constant()
         (True, False)
         """
-        return self.kind == "constant" and not (self.scaling == "linear" and self.warmup_epochs > 0)
+        return self.kind == "constant" and not (self.scaling != "none" and self.warmup_epochs > 0)

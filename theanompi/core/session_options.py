@@ -36,7 +36,7 @@ from dataclasses import dataclass, fields
 from typing import Any, ClassVar, TypeVar
 
 from theanompi.core.errors import ConfigError
-from theanompi.core.lr_schedule import SCHEDULES
+from theanompi.core.lr_schedule import SCALINGS, SCHEDULES
 from theanompi.core.options import (
     MAX_EPOCHS,
     Option,
@@ -105,8 +105,8 @@ class SessionOptions:
                                  "directory for logs, records and the final model (default runs/RULE-TIME)")
     log_level: str = option("LOG_LEVEL", choice("DEBUG", "INFO", "WARNING", "ERROR"), "INFO",
                             "logging level of rank 0")
-    lr_scaling: str = option("LR_SCALING", choice("none", "linear"), "none",
-                             "linear: multiply the learning rate by the number of workers")
+    lr_scaling: str = option("LR_SCALING", choice(*SCALINGS), "none",
+                             "linear: multiply the learning rate by the number of workers; sqrt: by its square root")
     warmup_epochs: float = option("WARMUP_EPOCHS", float_range(0.0, MAX_EPOCHS), 0.0,
                                   "epochs over which a scaled learning rate ramps up from its 1-worker value")
     # ----- learning at scale: the learning-rate schedule and averaged weights (issue 38) -----

@@ -9,8 +9,8 @@ Both a manual ``RESUME`` and an elastic restart (:mod:`theanompi.launch.elastic`
   :meth:`theanompi.runtime.worker_loop.WorkerLoop.resumed_state`);
 * **BSP's global batch** (:func:`bsp_batch`): with ``LR_SCALING=none`` the global batch is kept -- each worker's
   ``MODEL_BATCH_SIZE`` becomes the checkpoint's global batch over the new number of workers -- so the steps after
-  the restart are the uninterrupted run's; with ``LR_SCALING=linear`` each worker's batch is kept and the learning
-  rate follows the number of workers (the linear scaling rule).
+  the restart are the uninterrupted run's; with ``LR_SCALING=linear`` (or ``sqrt``) each worker's batch is kept and
+  the learning rate follows the number of workers (the linear or square-root scaling rule).
 
 The rules' own state at another number of workers (BSP's consensus, EASGD's centre and alpha, GOSGD's weights,
 ASGD's table) is restored by the ranks.

@@ -103,8 +103,8 @@ class ClassifierHyperParams(HasModelOptions):
         return None
 
     def lr_multiplier(self, epoch_progress: float) -> float:
-        """LR_SCALING=linear multiplies by the worker count, ramping up over WARMUP_EPOCHS (a model with a schedule
-        of its own multiplies this by its decay)."""
+        """LR_SCALING multiplies by the worker count (linear) or its square root (sqrt), ramping up over
+        WARMUP_EPOCHS (a model with a schedule of its own multiplies this by its decay)."""
         return self.session_lr_schedule.ramp(epoch_progress)
 
     def scheduled_lr(self, epoch_progress: float) -> float:
@@ -118,7 +118,7 @@ class ClassifierHyperParams(HasModelOptions):
         """Whether the rate changes between the steps of ``epoch`` (then it is set at every step)."""
         if self.own_lr_schedule:
             opts = self.config.options
-            return opts.lr_scaling == "linear" and epoch < opts.warmup_epochs
+            return opts.lr_scaling != "none" and epoch < opts.warmup_epochs
         return self.session_lr_schedule.varies_within(epoch)
 
     def set_lr(self, lr: float) -> None:

@@ -18,7 +18,8 @@ contract to every rule and keeps Theano-MPI's loop semantics:
   goes through the host (:class:`DeviceVels`).
 * **LR_SCALING=linear**: ``scale_lr(size)`` once, or ``shared_lr`` multiplied by
   ``size**(epoch/WARMUP_EPOCHS)`` step by step while warming up (as Theano-MPI's
-  BSP worker ramped it).
+  BSP worker ramped it); **LR_SCALING=sqrt**: ``shared_lr`` the same way with
+  ``sqrt(size)`` (it needs ``shared_lr``: ``scale_lr`` scales linearly).
 * **LR_SCHEDULE** (step, cosine): ``shared_lr`` is set at every epoch start, and at every step where it varies, to
   the session's schedule (with LR_SCALING and WARMUP_EPOCHS) of its value when the model was built
   (:class:`SharedLRSchedule`) -- unless the model declares ``own_lr_schedule`` (a text naming its schedule), or its
@@ -51,7 +52,7 @@ import numpy as np
 from theanompi.backend import arrays
 from theanompi.comm.fused_params import FlatLayout, assign
 from theanompi.core.errors import ConfigError, ContractError
-from theanompi.core.lr_schedule import LRSchedule
+from theanompi.core.lr_schedule import LRSchedule, scaling_factor
 from theanompi.core.options import directory_path, model_option
 from theanompi.core.session_options import SessionOptions
 from theanompi.models.contract import WorkerConfig
@@ -420,24 +421,25 @@ class TheanoMPIModel:
     def _scale_lr(self, epoch: int) -> None:
         """LR_SCALING through ``scale_lr`` or ratios of ``shared_lr`` (without LR_SCHEDULE: Theano-MPI's way)."""
         options = self.options
-        if options.lr_scaling != "linear" or self.config.size == 1:
+        if options.lr_scaling == "none" or self.config.size == 1:
             return
-        warmup = options.warmup_epochs
-        target = self.config.size ** min(1.0, epoch / warmup) if warmup > 0 else float(self.config.size)
+        warmup, full = options.warmup_epochs, scaling_factor(options.lr_scaling, self.config.size)
+        target = full ** min(1.0, epoch / warmup) if warmup > 0 else full
         if self._epochs_started == 0 and options.resume:
-            self._lr_multiplier = self.config.size ** min(1.0, (epoch - 1) / warmup) if warmup > 0 else target
+            self._lr_multiplier = full ** min(1.0, (epoch - 1) / warmup) if warmup > 0 else target
         ratio = target / self._lr_multiplier
         self._lr_multiplier = target
         if ratio == 1.0:
             return
         shared_lr = getattr(self.model, "shared_lr", None)
-        if warmup <= 0 and callable(getattr(self.model, "scale_lr", None)):
+        if warmup <= 0 and options.lr_scaling == "linear" and callable(getattr(self.model, "scale_lr", None)):
             self.model.scale_lr(self.config.size)
         elif shared_lr is not None:
             assign(shared_lr, np.asarray(shared_lr.get_value() * ratio, dtype=shared_lr.get_value().dtype))
         else:
-            raise ConfigError(f"LR_SCALING=linear: ModelClass {self.name!r} has neither scale_lr(size) nor "
-                              "shared_lr (Theano-MPI's learning-rate variable); use LR_SCALING=none")
+            needs = "neither scale_lr(size) nor shared_lr" if options.lr_scaling == "linear" else "no shared_lr"
+            raise ConfigError(f"LR_SCALING={options.lr_scaling}: ModelClass {self.name!r} has {needs} (Theano-MPI's "
+                              "learning-rate variable); use LR_SCALING=none")
 
     # ----- the rest -----------------------------------------------------------------------
     def sync_state(self, comm) -> None:
