@@ -20,8 +20,9 @@ session (the ``theanompi`` handles) with the same model, epochs and seed for eve
   with Goyal et al.'s LR_SCALING=linear over WARMUP_EPOCHS=2, the large-batch recipe, meant for BSP (``--rules
   "BSP cdd,BSP avg"``: the asynchronous rules' workers take steps of their own, which it would multiply), and
   ``sqrt-scaled``: the same with LR_SCALING=sqrt (the square root of the workers, for where the linear rule diverges);
-* ``--asgd-study``: ASGD at 4 and 8 workers, in each ``--variants``, on the first model, with each candidate of issue 38's
-  item 3 (:data:`ASGD_CANDIDATES`): bounded staleness, the implicit-momentum correction, staleness handling.
+* ``--asgd-study``: ASGD at 4 and 8 workers, in each ``--variants``, on the first model, with each candidate of
+  issue 38's item 3 (:data:`ASGD_CANDIDATES`): bounded staleness, the implicit-momentum correction, staleness
+  handling.
 
 Per run: the final model's validation accuracy after the last epoch (the averaged weights' when they are on), the
 spread (max - min) of that accuracy over the last 5 epochs, the wall seconds from the first epoch's start to the
