@@ -195,7 +195,7 @@ def interrupted_line(err: KeyboardInterrupt, when: str = "") -> str:
     >>> interrupted_line(KeyboardInterrupt())
     'interrupted (Ctrl-C); every rank was stopped'
     """
-    name = getattr(err, "signal_name", "SIGINT")
+    name = _signal_name(err)
     said = "Ctrl-C" if name == "SIGINT" else name
     return f"interrupted ({said}){' ' + when if when else ''}; every rank was stopped"
 
@@ -206,7 +206,12 @@ def exit_code_of(err: KeyboardInterrupt) -> int:
     >>> exit_code_of(Interrupted("SIGTERM")), exit_code_of(KeyboardInterrupt())
     (143, 130)
     """
-    return 128 + getattr(signal, getattr(err, "signal_name", "SIGINT"), signal.SIGINT).value
+    return 128 + getattr(signal, _signal_name(err), signal.SIGINT).value
+
+
+def _signal_name(err: KeyboardInterrupt) -> str:
+    """The signal behind ``err``: :class:`Interrupted`'s, else SIGINT (Python's own KeyboardInterrupt)."""
+    return getattr(err, "signal_name", "SIGINT")
 
 
 def _terminate_with_parent() -> None:
@@ -299,13 +304,13 @@ class MpiexecRun:
         #: every process mpiexec starts on this host (its session, its descendants, their process groups)
         self.tree = ProcessTree(self.proc.pid)
         self._pump = threading.Thread(target=self._pump_stderr, daemon=True)
-        try:  # a signal before :meth:`wait` takes over must not leave mpiexec running
+        # a signal before :meth:`wait` takes over must not leave mpiexec running; the run directory's claim is still
+        # the caller's (start_session lets it go on any exception)
+        try:
             self.tree.observe()
             self._pump.start()
         except BaseException:
             self.terminate(grace=2.0)
-            if self.claim is not None:
-                self.claim.release()
             raise
 
     def _pump_stderr(self) -> None:
