@@ -5,9 +5,12 @@
 MODE ``raw``: mpi4py's ``Allreduce`` with Open MPI's defaults (nothing of theanompi is imported). MODE
 ``theanompi``: the settings every theanompi rank makes before MPI starts
 (:mod:`theanompi.comm.mpi_settings`), then BSP's exchanger (``BSP_EXCH_STRATEGY=ar``, the ``cdd`` sum) and, in the
-same process, mpi4py's ``Allreduce`` again. Rank 0 prints one JSON line per (what, size): the best of ``REPEATS``
-timed sums (after one untimed) and the bytes each rank sent per sum (:func:`theanompi.comm.traffic.allreduce_bytes`
-for the exchanger; the same count for mpi4py).
+same process, mpi4py's ``Allreduce`` again. MODE ``fp16``: the theanompi settings, then the fp16 allreduce of
+``BSP_COMPRESSION=fp16`` (:func:`theanompi.comm.exchange.fp16.allreduce_sum_16`) with its messages in pairwise
+rounds (what it does) and all posted at once, then BSP's fp32 exchanger. Rank 0 prints one JSON line per
+(what, size): the best of ``REPEATS`` timed sums (after one untimed) and the bytes each rank sent per sum (a ring
+allreduce's count, :func:`theanompi.comm.traffic.allreduce_bytes`, for fp32; rank 0's
+:func:`~theanompi.comm.exchange.fp16.payload_bytes_16` for fp16).
 """
 
 from __future__ import annotations
@@ -29,9 +32,22 @@ def best_seconds(allreduce, buf, comm, repeats: int) -> float:
     return best
 
 
+def fp16_ways(comm) -> dict:
+    """The fp16 allreduce with its messages in pairwise rounds (MPITransport's way) and all at once."""
+    from theanompi.comm.exchange.fp16 import FP16, allreduce_sum_16
+    from theanompi.comm.exchange.transport import MPITransport
+
+    class AllAtOnce(MPITransport):
+        pairwise_rounds = False
+
+    return {what: (lambda buf, transport=transport: allreduce_sum_16(buf, transport, FP16))
+            for what, transport in (("theanompi fp16, pairwise rounds", MPITransport(comm)),
+                                    ("theanompi fp16, all messages at once", AllAtOnce(comm)))}
+
+
 def main() -> None:
     mode, sizes, repeats = sys.argv[1], [float(s) for s in sys.argv[2].split(",")], int(sys.argv[3])
-    if mode == "theanompi":
+    if mode != "raw":
         from theanompi.comm.mpi_settings import apply_mca_defaults
 
         apply_mca_defaults()
@@ -39,16 +55,23 @@ def main() -> None:
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
-    ways = {f"mpi4py ({mode} settings)": lambda buf: comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)}
-    if mode == "theanompi":
+    half = fp16_ways(comm) if mode == "fp16" else {}
+    ways = dict(half)
+    if mode != "fp16":
+        ways[f"mpi4py ({mode} settings)"] = lambda buf: comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+    if mode != "raw":
         from theanompi.comm.exchange import make_exchanger
 
-        exchanger = make_exchanger("ar", comm)
-        ways["theanompi BSP exchanger"] = exchanger.allreduce_sum
+        ways["theanompi BSP exchanger"] = make_exchanger("ar", comm).allreduce_sum
     for size_mb in sizes:
         buf = np.ones(int(size_mb * (1 << 20)) // 4, dtype=np.float32)
-        per_rank = 2 * (comm.size - 1) * buf.nbytes // comm.size
         for what, allreduce in ways.items():
+            if what in half:
+                from theanompi.comm.exchange.fp16 import FP16, payload_bytes_16
+
+                per_rank = payload_bytes_16(buf.size, comm.size, 0, FP16)
+            else:
+                per_rank = 2 * (comm.size - 1) * buf.nbytes // comm.size
             seconds = best_seconds(allreduce, buf, comm, repeats)
             if comm.rank == 0:
                 print(json.dumps({"what": what, "size_mb": size_mb, "ranks": comm.size, "seconds": seconds,

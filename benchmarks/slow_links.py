@@ -18,7 +18,9 @@ Parts:
   a message: communication-heavy; ResNet-20 on the digits, 0.27 M parameters: compute-heavy) x the link rates;
 * ``mixed``: the MLP with one host's link at 1/20 of the others' (100 Mbit/s, host4 at 5 Mbit/s; ``--quick``:
   1 Gbit/s and 50 Mbit/s);
-* ``goals``: what issue 36's goals are measured on: BSP ``cdd`` and DiLoCo on 2 hosts at 20 Mbit/s; ``cdd``
+* ``goals``: what issue 36's goals are measured on: BSP ``cdd`` and DiLoCo (every 8 steps; every 50 with the
+  epoch-end exchanges and every 50 or 100 without them: ``BSP_AVG_AT_EPOCH_END=false``) on 2 hosts at 20 Mbit/s,
+  :data:`GOALS_DILOCO_EPOCHS` epochs; ``cdd``
   uncompressed, fp16, bf16 and PowerSGD (rank 2) on 4 hosts at 50 Mbit/s;
 * ``allreduce``: on 2 hosts at 100 Mbit/s (and 20), the allreduce of 16 and 64 MB vectors by mpi4py with Open MPI's
   defaults, and by BSP's exchanger and mpi4py with the settings of a theanompi rank, side by side: the fraction of
@@ -92,17 +94,25 @@ CONFIGS = {
                                        "BSP_POWERSGD_RANK": 2}, vectors_per_step=0.05),
     "BSP avg": Config("BSP", AVG, vectors_per_step=1.5 / 8),
     "DiLoCo": Config("BSP", {**AVG, "BSP_OUTER_OPTIMIZER": "nesterov"}, vectors_per_step=1.5 / 8),
-    # DiLoCo as its paper runs it, many local steps an outer step (here 50 of the goals' 115 steps a worker)
+    # DiLoCo as its paper runs it, many local steps an outer step (here 50 or 100 of the goals' 230 steps a
+    # worker); "across epochs": without the epoch-end exchanges (BSP_AVG_AT_EPOCH_END=false), as DiLoCo itself runs
     "DiLoCo H50": Config("BSP", {**AVG, "BSP_AVG_FREQ": 50, "BSP_OUTER_OPTIMIZER": "nesterov"},
-                         vectors_per_step=1.5 / 50),
+                         vectors_per_step=1.5 / 23),
+    "DiLoCo H50 across epochs": Config("BSP", {**AVG, "BSP_AVG_FREQ": 50, "BSP_OUTER_OPTIMIZER": "nesterov",
+                                               "BSP_AVG_AT_EPOCH_END": "false"}, vectors_per_step=1.5 / 50),
+    "DiLoCo H100 across epochs": Config("BSP", {**AVG, "BSP_AVG_FREQ": 100, "BSP_OUTER_OPTIMIZER": "nesterov",
+                                                "BSP_AVG_AT_EPOCH_END": "false"}, vectors_per_step=1.5 / 100),
     "EASGD": Config("EASGD", {"EASGD_TAU": 4, "EASGD_ALPHA": 0.5}, {"MODEL_BN_EVAL": "batch"}, vectors_per_step=0.5),
     "GOSGD": Config("GOSGD", {"GOSGD_P": 0.1}, vectors_per_step=0.1),
     "ASGD": Config("ASGD", {"ASGD_FREQ": 4}, vectors_per_step=0.5),
 }
 QUICK_CONFIGS = ("BSP cdd", "BSP avg", "EASGD")
 GOALS_COMPRESSION = ("BSP cdd", "BSP cdd fp16", "BSP cdd bf16", "BSP cdd PowerSGD")
-GOALS_DILOCO = ("BSP cdd", "DiLoCo", "DiLoCo H50")
-GOALS_ONLY = ("DiLoCo H50",)  # configurations run in the goals part only
+GOALS_DILOCO = ("BSP cdd", "DiLoCo", "DiLoCo H50", "DiLoCo H50 across epochs", "DiLoCo H100 across epochs")
+GOALS_ONLY = GOALS_DILOCO[2:]  # configurations run in the goals part only
+#: the goals' DiLoCo sessions (2 hosts, 20 Mbit/s): 10 epochs of the MLP, 230 steps a worker, so that an outer step
+#: every 50 or 100 of them can send 50x fewer bytes than cdd's 230 exchanges (5 epochs: 115 steps, 23x at most)
+GOALS_DILOCO_EPOCHS = 10
 MIXED = ("100mbit", "host4=5mbit")
 QUICK_MIXED = ("1gbit", "host4=50mbit")
 #: every netsim host sees all of this machine's cores, so the default (cores / ranks on the host) would give each
@@ -254,7 +264,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
     if "goals" in parts and not args.quick:
         chosen = args.configs.split(",")
         for config in (c for c in GOALS_DILOCO if c in chosen):
-            plan.add("goals", "mlp", config, "20mbit", [], 2, MODELS["mlp"].epochs)
+            plan.add("goals", "mlp", config, "20mbit", [], 2, GOALS_DILOCO_EPOCHS)
         for config in (c for c in GOALS_COMPRESSION if c in chosen):
             plan.add("goals", "mlp", config, "50mbit", [], HOSTS, MODELS["mlp"].epochs)
     return plan
@@ -262,29 +272,32 @@ def make_plan(args: argparse.Namespace) -> Plan:
 
 def run_allreduce(work: Path, quick: bool) -> list[dict]:
     """The allreduce part: mpi4py with Open MPI's defaults, then theanompi's exchanger and mpi4py with a theanompi
-    rank's settings, each on 2 netsim hosts (the same rate), best of a few sums per size."""
+    rank's settings, each on 2 netsim hosts (the same rate); then, on 4 hosts at 50 Mbit/s, the fp16 allreduce (in
+    pairwise rounds and all at once) beside the fp32 exchanger, with the MLP's 4.3 MB; best of a few sums per size."""
     from theanompi.launch.mpiexec import find_mpiexec, mpiexec_env
 
     rows = []
-    cases = [("100mbit", "16")] if quick else [("100mbit", "16,64"), ("20mbit", "16")]
+    both = [("100mbit", "16")] if quick else [("100mbit", "16,64"), ("20mbit", "16")]
+    cases = [(rate, sizes, 2, mode) for rate, sizes in both for mode in ("raw", "theanompi")]
+    if not quick:
+        cases.append(("50mbit", "4.3", HOSTS, "fp16"))
     script = str(HERE / "_slow_links_allreduce.py")
     env = dict(mpiexec_env(), PYTHONPATH=str(ROOT))
-    for rate, sizes in cases:
-        for mode in ("raw", "theanompi"):
-            mpi = [find_mpiexec(), "--hostfile", "$NETSIM_HOSTFILE", "-n", "2", "-x", "PYTHONPATH", sys.executable,
-                   script, mode, sizes, "3"]
-            proc = subprocess.run([sys.executable, str(NETSIM), "run", "--hosts", "2", "--rate", rate, "--", "sh",
-                                   "-c", " ".join(mpi)], cwd=work, capture_output=True, text=True, env=env)
-            if proc.returncode != 0:
-                rows.append({"rate": rate, "mode": mode, "error": proc.stderr.strip().splitlines()[-3:]})
-                continue
-            for line in proc.stdout.splitlines():
-                if line.startswith("{"):
-                    row = json.loads(line)
-                    row.update(rate=rate, link_fraction=row["bytes_per_rank"] * 8 / row["seconds"] / rate_bits(rate))
-                    rows.append(row)
-                    print(f"  allreduce {row['size_mb']:g} MB at {rate}: {row['what']:<34} {row['seconds']:7.3f} s "
-                          f"{100 * row['link_fraction']:5.1f} % of the link", flush=True)
+    for rate, sizes, hosts, mode in cases:
+        mpi = [find_mpiexec(), "--hostfile", "$NETSIM_HOSTFILE", "-n", str(hosts), "-x", "PYTHONPATH",
+               sys.executable, script, mode, sizes, "3"]
+        proc = subprocess.run([sys.executable, str(NETSIM), "run", "--hosts", str(hosts), "--rate", rate, "--", "sh",
+                               "-c", " ".join(mpi)], cwd=work, capture_output=True, text=True, env=env)
+        if proc.returncode != 0:
+            rows.append({"rate": rate, "mode": mode, "error": proc.stderr.strip().splitlines()[-3:]})
+            continue
+        for line in proc.stdout.splitlines():
+            if line.startswith("{"):
+                row = json.loads(line)
+                row.update(rate=rate, link_fraction=row["bytes_per_rank"] * 8 / row["seconds"] / rate_bits(rate))
+                rows.append(row)
+                print(f"  allreduce {row['size_mb']:g} MB at {rate}, {hosts} hosts: {row['what']:<36} "
+                      f"{row['seconds']:7.3f} s {100 * row['link_fraction']:5.1f} % of the link", flush=True)
     return rows
 
 
@@ -378,6 +391,12 @@ def goals(results: dict[str, dict], allreduce: list[dict]) -> dict[str, str]:
     for row in big:
         out[f"allreduce {row['size_mb']:g} MB at {row['rate']}: {row['what']}"] = \
             f"{100 * row['link_fraction']:.1f} % of the link rate"
+    four = {row["what"]: row for row in allreduce if "error" not in row and row["ranks"] == HOSTS}
+    fp32 = four.get("theanompi BSP exchanger")
+    for what in (w for w in four if "fp16" in w and fp32):
+        out[f"allreduce {four[what]['size_mb']:g} MB at {four[what]['rate']}, {HOSTS} hosts: {what}"] = (
+            f"{fp32['seconds'] / four[what]['seconds']:.2f}x faster than fp32, "
+            f"{100 * four[what]['link_fraction']:.1f} % of the link rate (fp32: {100 * fp32['link_fraction']:.1f} %)")
     mixed = {r["config"]: r for r in results.values() if r.get("part") == "mixed" and "error" not in r}
     if "BSP cdd" in mixed:
         others = {c: r["seconds_to_target"] for c, r in mixed.items() if r["rule"] != "BSP" and r["seconds_to_target"]}

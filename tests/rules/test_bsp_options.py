@@ -31,6 +31,10 @@ def _plan(modelclass="MLP", modelfile="theanompi.models.mlp", **options):
      "BSP_POWERSGD_RANK=4 applies to BSP_COMPRESSION=powersgd, but BSP_COMPRESSION=fp16"),
     ({"exch_strategy": "ar16", "powersgd_start_iter": 10},
      "BSP_POWERSGD_START_ITER=10 applies to BSP_COMPRESSION=powersgd, but BSP_COMPRESSION=fp16"),
+    ({"avg_at_epoch_end": False},  # the MLP keeps cdd
+     "BSP_AVG_AT_EPOCH_END=false skips avg's epoch-end averages; it needs BSP_SYNC_TYPE=avg (the session's is cdd)"),
+    ({"avg_at_epoch_end": "sometimes", "sync_type": "avg"},
+     "BSP_AVG_AT_EPOCH_END='sometimes' is not allowed; use true or false"),
     ({"exch_strategy": "ar16", "compression": "powersgd"},
      "BSP_COMPRESSION=powersgd with BSP_EXCH_STRATEGY=ar16: ar16 is fp16 compression already (ar with "
      "BSP_COMPRESSION=fp16); use BSP_EXCH_STRATEGY=ar"),
@@ -46,6 +50,12 @@ def test_what_was_chosen_is_in_the_launch_notes():
                     powersgd_rank=4, powersgd_start_iter=100)
     assert spec.notes[1:] == ["BSP outer optimizer nesterov (DiLoCo: lr 0.7, momentum 0.9, every 50 local steps and "
                               "at epoch ends)", "BSP compression powersgd (rank 4, from iteration 100)"]
+    spec, _ = _plan(sync_type="avg", outer_optimizer="nesterov", avg_freq=500, avg_at_epoch_end=False)
+    assert spec.notes[1:] == ["BSP outer optimizer nesterov (DiLoCo: lr 0.7, momentum 0.9, every 500 local steps and "
+                              "after the last epoch)"]
+    spec, _ = _plan(sync_type="avg", avg_freq=500, avg_at_epoch_end=False)
+    assert spec.notes[1:] == ["BSP avg every 500 local steps and after the last epoch, not at other epoch ends "
+                              "(validation sees the last average)"]
     spec, _ = _plan(exch_strategy="ar16", compression="fp16")  # ar16 is fp16 compression: saying both is fine
     assert spec.notes[1:] == ["BSP compression fp16"]
 

@@ -89,3 +89,42 @@ def test_powersgd_state_starts_afresh_at_another_number_of_workers(tmp_path):
     assert "a checkpoint of 2 workers resumed with 3: the powersgd state starts afresh" in proc.stdout + proc.stderr
     states = load_checkpoint(tmp_path / "three/checkpoints/ckpt-epoch-0001.hkl")["worker_rule_state"]
     assert len(states) == 3 and all(sorted(s) == ["powersgd_error", "powersgd_q"] for s in states)
+
+
+def epochs(run_dir):
+    return [json.loads(line) for line in (run_dir / "epochs.jsonl").read_text().splitlines()]
+
+
+def test_without_epoch_end_averages_the_workers_exchange_every_h_steps_and_after_the_last_epoch(tmp_path):
+    """BSP_AVG_AT_EPOCH_END=false, BSP_AVG_FREQ beyond the session's steps: the only exchange is the one after the
+    last epoch (worker 1 sends a third of what the epoch-end averages send in 3 epochs), and the epochs before it
+    are validated on theta_outer -- the starting model, the same accuracy twice -- not on the workers' own models,
+    which trained on; the last epoch on the workers' average, which learned."""
+    keys = dict(MLP, BSP_AVG_FREQ=1000, N_EPOCHS=3)
+    every, _ = session(tmp_path, "every", **keys)
+    last, out = session(tmp_path, "last", BSP_AVG_AT_EPOCH_END="false", **keys)
+    assert "BSP avg every 1000 local steps and after the last epoch" in out
+    sent = [r["per_worker"][1]["bytes_sent"] for r in (every, last)]  # worker 1 sends no starting broadcast
+    assert sent[1] > 0 and sent[0] == 3 * sent[1], sent
+    accuracy = [e["val_accuracy"] for e in epochs(tmp_path / "last")]
+    assert accuracy[0] == accuracy[1] < 0.5, accuracy  # theta_outer: the untrained start
+    assert accuracy[2] >= 0.85, accuracy
+    assert epochs(tmp_path / "every")[0]["val_accuracy"] > accuracy[0] + 0.3  # with them: an average each epoch
+
+
+def test_without_epoch_end_averages_a_resume_continues_each_workers_local_steps(tmp_path):
+    """Each worker's own params (not theta_outer, which the epoch was validated on) go into the checkpoint with
+    theta_outer and its momentum: resumed after epoch 1 of 2, with outer steps every 5 local steps that straddle
+    the epoch's end, the session ends bit for bit where the uninterrupted one did."""
+    common = dict(MLP, BSP_AVG_FREQ=5, BSP_OUTER_OPTIMIZER="nesterov", BSP_AVG_AT_EPOCH_END="false",
+                  CHECKPOINT_EVERY=1, N_EPOCHS=2)
+    full, _ = session(tmp_path, "full", **common)
+    rest, out = session(tmp_path, "rest", RESUME="full/checkpoints/ckpt-epoch-0000.hkl", **common)
+    assert "resumed from" in out and full["iterations"] == rest["iterations"]
+    assert full["iterations"] % 5, "the session must end between two outer steps (its last exchange: the end's)"
+    for a, b in zip(load_final_params(tmp_path / "full"), load_final_params(tmp_path / "rest")):
+        np.testing.assert_array_equal(a, b)
+    assert epochs(tmp_path / "full")[1]["val_accuracy"] == epochs(tmp_path / "rest")[0]["val_accuracy"]
+    saved = load_checkpoint(tmp_path / "full/checkpoints/ckpt-epoch-0000.hkl")
+    workers = [np.concatenate([np.ravel(p) for p in params]) for params in saved["worker_params"]]
+    assert np.abs(workers[0] - workers[1]).max() > 0, "the workers' local params, not theta_outer, are saved"

@@ -23,7 +23,7 @@ dataclasses.FrozenInstanceError: cannot assign to field 'seed'
 >>> BSPOptions.parse({"tau": 2})
 Traceback (most recent call last):
 ...
-theanompi.core.errors.ConfigError: BSP: unknown option 'tau' (EASGD's); allowed: average_weights, avg_freq, ...
+theanompi.core.errors.ConfigError: BSP: unknown option 'tau' (EASGD's); allowed: average_weights, avg_at_epoch_end, ...
 >>> BSPOptions.from_dict(options.to_dict()) == options
 True
 """
@@ -261,6 +261,9 @@ class BSPOptions(SessionOptions):
                                 "how buffers travel (ar: host MPI)")
     avg_freq: int = option("BSP_AVG_FREQ", int_range(1, MAX_STEPS_BETWEEN), 1,
                            "avg: iterations between parameter averages")
+    avg_at_epoch_end: bool = option("BSP_AVG_AT_EPOCH_END", boolean, True,
+                                    "avg: also average at every epoch's end; false: only every avg_freq iterations "
+                                    "and after the last epoch (validation sees the last average)")
     bucket_mb: float = option("BSP_BUCKET_MB", float_range(0.001, 4096.0, zero=True), 1.0,
                               "cdd: megabytes per gradient bucket summed while backward still runs, for models "
                               "that offer it (PyTorch) on ar, cudampi or nccl32; 0: one allreduce after backward")

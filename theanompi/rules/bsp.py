@@ -14,6 +14,10 @@
   theta_outer - theta_i steps theta_outer by Nesterov-momentum SGD, and every worker
   continues from it. An epoch's end is an exchange too when steps are pending, so
   validation, checkpoints and the final model see theta_outer, which every worker then holds.
+  ``BSP_AVG_AT_EPOCH_END=false`` leaves those out (as DiLoCo runs, every ``avg_freq`` steps
+  whatever the epochs): an epoch is validated on theta_outer, the last exchange's model,
+  while the workers keep their local progress (checkpoints hold each worker's), and only
+  the last epoch ends with an exchange, for the final model.
 * ``BSP_COMPRESSION`` (:mod:`theanompi.comm.compression`): what travels -- cdd's update
   vectors, avg's pseudo-gradients (plain averaging exchanges those too once compressed:
   an outer step with lr 1, momentum 0) -- in fp16, bf16 or as PowerSGD's factors.
@@ -34,6 +38,8 @@ Example
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -66,6 +72,9 @@ def check_outer_and_compression(options: BSPOptions, given: frozenset[str]) -> N
     if options.outer_optimizer != "none" and options.sync_type != SyncType.AVG:
         raise ConfigError(f"BSP_OUTER_OPTIMIZER={options.outer_optimizer} steps avg's pseudo-gradients; it needs "
                           f"BSP_SYNC_TYPE=avg (the session's is {options.sync_type})")
+    if not options.avg_at_epoch_end and options.sync_type != SyncType.AVG:
+        raise ConfigError("BSP_AVG_AT_EPOCH_END=false skips avg's epoch-end averages; it needs BSP_SYNC_TYPE=avg "
+                          f"(the session's is {options.sync_type})")
     compression = compression_of(options)
     for name, key, needs, has in (("outer_lr", "BSP_OUTER_LR", "BSP_OUTER_OPTIMIZER=nesterov",
                                    options.outer_optimizer == "nesterov"),
@@ -86,7 +95,11 @@ def exchange_notes(options: BSPOptions) -> list[str]:
     notes = []
     if options.outer_optimizer == "nesterov":
         notes.append(f"BSP outer optimizer nesterov (DiLoCo: lr {options.outer_lr:g}, momentum "
-                     f"{options.outer_momentum:g}, every {options.avg_freq} local steps and at epoch ends)")
+                     f"{options.outer_momentum:g}, every {options.avg_freq} local steps "
+                     + ("and at epoch ends)" if options.avg_at_epoch_end else "and after the last epoch)"))
+    elif not options.avg_at_epoch_end and options.sync_type == SyncType.AVG:
+        notes.append(f"BSP avg every {options.avg_freq} local steps and after the last epoch, not at other epoch "
+                     "ends (validation sees the last average)")
     compression = compression_of(options)
     if compression == "powersgd":
         notes.append(f"BSP compression powersgd (rank {options.powersgd_rank}, from iteration "
@@ -193,15 +206,22 @@ class BSPWorker(WorkerLoop[BSPOptions]):
             param_dtype=str(self.fused.dtype),
             gradient_buckets=[(b.start, b.stop) for b in self.reducer.buckets] if self.reducer else None,
         )
-        self.exchanger.bcast(self.fused.read(), root=0)  # every worker starts from rank 0's params
-        self.fused.write(self.fused.buffer)
-        if self.sync_type == SyncType.AVG and (self.options.outer_optimizer != "none"
-                                               or compression_of(self.options) != "none"):
+        if self.restored is None:  # a resumed worker continues its own params (avg's differ between exchanges)
+            self.exchanger.bcast(self.fused.read(), root=0)  # every worker starts from rank 0's params
+            self.fused.write(self.fused.buffer)
+        if self.sync_type == SyncType.AVG and self.exchanges_pseudo_gradients():
             nesterov = self.options.outer_optimizer == "nesterov"  # else plain averaging, of pseudo-gradients
             self.outer = OuterOptimizer(self.fused.buffer.copy(), self.options.outer_lr if nesterov else 1.0,
                                         self.options.outer_momentum if nesterov else 0.0)
         if self.restored is not None:
             self.restore_exchange_state(self.restored.get("worker_rule_state") or [])
+
+    def exchanges_pseudo_gradients(self) -> bool:
+        """Whether ``avg`` exchanges theta_outer - theta_i rather than the params: with an outer optimizer, with
+        compression (error feedback and PowerSGD work on what changed), or without the epoch-end averages
+        (theta_outer is then also the model validated between exchanges)."""
+        options = self.options
+        return options.outer_optimizer != "none" or compression_of(options) != "none" or not options.avg_at_epoch_end
 
     def step(self, count: int) -> None:
         if self.sync_type == SyncType.CDD:
@@ -309,8 +329,25 @@ class BSPWorker(WorkerLoop[BSPOptions]):
             self.fused.write(outer.params)
 
     def end_of_epoch(self, epoch: int) -> None:
-        if self.sync_type == SyncType.AVG and self.iteration % self.options.avg_freq:
+        pending = self.sync_type == SyncType.AVG and self.iteration % self.options.avg_freq
+        if pending and (self.options.avg_at_epoch_end or epoch == self.n_epochs - 1):
             self.synchronize()  # validate (and finish) on the common model
+
+    def model_to_validate(self) -> AbstractContextManager[None]:
+        """With ``BSP_AVG_AT_EPOCH_END=false`` and local steps since the last exchange: theta_outer in place of this
+        worker's params while the epoch is validated, its local params back afterwards."""
+        if self.outer is None or self.options.avg_at_epoch_end or not self.iteration % self.options.avg_freq:
+            return nullcontext()
+        return self._outer_in_place(self.outer)
+
+    @contextmanager
+    def _outer_in_place(self, outer: OuterOptimizer) -> Iterator[None]:
+        local = self.fused.read().copy()
+        self.fused.write(outer.params)
+        try:
+            yield
+        finally:
+            self.fused.write(local)
 
     # the state carried between exchanges ----------------------------------------------------
     def rule_state(self) -> dict[str, Any]:

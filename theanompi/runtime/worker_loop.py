@@ -16,6 +16,7 @@ Example (inside a rule's rank loop)
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
@@ -259,6 +260,11 @@ class WorkerLoop(Generic[OptionsT]):
     def end_of_epoch(self, epoch: int) -> None:
         """After the epoch's last step, before validation."""
 
+    def model_to_validate(self) -> AbstractContextManager[None]:
+        """A context manager in which the epoch is validated: the model as it is by default; a rule whose validated
+        model is not the worker's own puts it in place (BSP ``avg`` between exchanges: theta_outer)."""
+        return nullcontext()
+
     # averaged weights (AVERAGE_WEIGHTS=ema) ----------------------------------------------
     def update_average(self) -> None:
         """After every step: fold the model into the worker's average (a step of N workers' batches). Rules whose
@@ -365,8 +371,9 @@ class WorkerLoop(Generic[OptionsT]):
             if callable(getattr(self.model, "sync_state", None)):
                 self.model.sync_state(self.comm)
             sent = self.bytes_sent()
-            metrics = epoch_metrics(self.model, self.recorder, self.comm, epoch, progress, self.averaged_model,
-                                    bytes_sent=sent - self._bytes_sent_before_epoch)
+            with self.model_to_validate():
+                metrics = epoch_metrics(self.model, self.recorder, self.comm, epoch, progress, self.averaged_model,
+                                        bytes_sent=sent - self._bytes_sent_before_epoch)
             self._bytes_sent_before_epoch = sent
             self.recorder.end_epoch(epoch, metrics)
             if every and (epoch + 1) % every == 0:

@@ -17,6 +17,9 @@ run this one algorithm. The buffer is cut into one chunk per rank; rank r owns c
 2. allgather: the owner encodes its summed chunk and sends it to every rank; every rank (the owner included)
    takes the decoded sum.
 
+Each phase's messages go through :meth:`~theanompi.comm.exchange.transport.Transport.exchange_with_all`: over MPI
+in pairwise rounds (no link receives from several senders at once), over NCCL as one group.
+
 Each rank sends 2(N-1)/N of the buffer in 16 bits (plus one element per fp16 message): half a ring allreduce's fp32
 bytes (:func:`payload_bytes_16`; the transport counts them in ``sent``). Every rank ends with identical values.
 Unlike Theano-MPI's fp16 allreduce (which summed in fp16), rounding happens only twice per element, so the error of
@@ -181,13 +184,15 @@ def allreduce_sum_16(buf, transport, codec=FP16):
     for p in owners:
         codec.encode(buf[bounds[p]:bounds[p + 1]], message(wire, p), xp)
     incoming = xp.empty((size, hi - lo + extra), dtype=codec.wire_dtype)
-    transport.exchange(sends=[(p, message(wire, p)) for p in owners], recvs=[(p, incoming[p]) for p in mine])
+    transport.exchange_with_all(sends=[(p, message(wire, p)) for p in owners],
+                                recvs=[(p, incoming[p]) for p in mine])
     if hi > lo:
         acc = buf[lo:hi].astype(np.promote_types(buf.dtype, np.float32))  # own contribution, unrounded
         for p in mine:  # ascending rank: a fixed summation order
             acc += codec.decode(incoming[p], xp)
         codec.encode(acc, message(wire, me), xp)
-    transport.exchange(sends=[(p, message(wire, me)) for p in mine], recvs=[(p, message(wire, p)) for p in owners])
+    transport.exchange_with_all(sends=[(p, message(wire, me)) for p in mine],
+                                recvs=[(p, message(wire, p)) for p in owners])
     for p in range(size):
         if bounds[p + 1] > bounds[p]:
             buf[bounds[p]:bounds[p + 1]] = codec.decode(message(wire, p), xp)

@@ -91,6 +91,8 @@ def _stream() -> int:
 class NcclTransport(Transport):
     """Grouped NCCL send/recv of CuPy buffers (one ``groupStart``/``groupEnd`` per exchange)."""
 
+    pairwise_rounds = False  # NCCL schedules a group's messages itself
+
     def __init__(self, comm, strategy: str = "nccl16"):
         require_cupy(strategy, nccl=True)
         import cupy  # noqa: PLC0415 - cupy is optional (CUDA only)
