@@ -45,6 +45,13 @@ def fp16_ways(comm) -> dict:
                                     ("theanompi fp16, all messages at once", AllAtOnce(comm)))}
 
 
+def fp16_bytes(count: int, n_ranks: int) -> int:
+    """What rank 0 sends in one fp16 allreduce of ``count`` elements."""
+    from theanompi.comm.exchange.fp16 import FP16, payload_bytes_16
+
+    return payload_bytes_16(count, n_ranks, 0, FP16)
+
+
 def main() -> None:
     mode, sizes, repeats = sys.argv[1], [float(s) for s in sys.argv[2].split(",")], int(sys.argv[3])
     if mode != "raw":
@@ -66,12 +73,8 @@ def main() -> None:
     for size_mb in sizes:
         buf = np.ones(int(size_mb * (1 << 20)) // 4, dtype=np.float32)
         for what, allreduce in ways.items():
-            if what in half:
-                from theanompi.comm.exchange.fp16 import FP16, payload_bytes_16
-
-                per_rank = payload_bytes_16(buf.size, comm.size, 0, FP16)
-            else:
-                per_rank = 2 * (comm.size - 1) * buf.nbytes // comm.size
+            ring = 2 * (comm.size - 1) * buf.nbytes // comm.size
+            per_rank = fp16_bytes(buf.size, comm.size) if what in half else ring
             seconds = best_seconds(allreduce, buf, comm, repeats)
             if comm.rank == 0:
                 print(json.dumps({"what": what, "size_mb": size_mb, "ranks": comm.size, "seconds": seconds,
