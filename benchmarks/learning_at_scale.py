@@ -17,9 +17,10 @@ session (the ``theanompi`` handles) with the same model, epochs and seed for eve
   ASGD's (a server and one worker);
 * variants: ``defaults`` (no option of issue 38: LR_SCHEDULE=constant, AVERAGE_WEIGHTS=none) and ``scheduled``
   (LR_SCHEDULE=cosine, AVERAGE_WEIGHTS=ema with EMA_DECAY ``--ema-decay``); on request ``scaled``: ``scheduled``
-  with Goyal et al.'s LR_SCALING=linear over WARMUP_EPOCHS=2, the large-batch recipe, meant for BSP (``--rules
-  "BSP cdd,BSP avg"``: the asynchronous rules' workers take steps of their own, which it would multiply), and
-  ``sqrt-scaled``: the same with LR_SCALING=sqrt (the square root of the workers, for where the linear rule diverges);
+  with Goyal et al.'s LR_SCALING=linear over WARMUP_EPOCHS=2, the large-batch recipe, and ``sqrt-scaled``: the same
+  with LR_SCALING=sqrt (the square root of the workers, for where the linear rule diverges). Both are for the rules
+  whose model is an average of the workers' (BSP, EASGD's centre, GOSGD's consensus: an average of N workers' steps
+  acts as one step on N times the batch); not for ASGD, whose server applies every worker's step on its own;
 * ``--asgd-study``: ASGD at 4 and 8 workers, in each ``--variants``, on the first model, with each candidate of
   issue 38's item 3 (:data:`ASGD_CANDIDATES`): bounded staleness, the implicit-momentum correction, staleness
   handling.
@@ -235,11 +236,12 @@ def plot(results: dict, png: Path) -> None:
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), sharey=True, squeeze=False)
     for ax, (model, variant) in zip(axes[0], panels):
         reference = groups.get((model, variant, "BSP cdd", 1))
-        for label in RULES:
+        for index, label in enumerate(RULES):  # a rule's colour is the same in every panel
             points = sorted((n, mean([r["final_accuracy"] for r in runs])) for (m, v, lab, n), runs in groups.items()
                             if (m, v, lab) == (model, variant, label) and n > 1)
             if points:
-                ax.plot([n for n, _ in points], [100 * a for _, a in points], marker="o", label=label)
+                ax.plot([n for n, _ in points], [100 * a for _, a in points], marker="o", color=f"C{index}",
+                        label=label)
         if reference:
             one = 100 * mean([r["final_accuracy"] for r in reference])
             ax.axhline(one, color="k", ls="--", lw=1, label="1 worker")
@@ -250,7 +252,10 @@ def plot(results: dict, png: Path) -> None:
         ax.set_xlabel("workers")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("final validation accuracy (%)")
-    axes[0][-1].legend(fontsize=7, loc="lower left")
+    legend = {}  # every rule of any panel, once
+    for ax in axes[0]:
+        legend.update({label: handle for handle, label in zip(*ax.get_legend_handles_labels())})
+    axes[0][-1].legend(legend.values(), legend.keys(), fontsize=7, loc="lower left")
     fig.tight_layout()
     fig.savefig(png, dpi=110)
 
