@@ -3,7 +3,8 @@ the learning-rate schedule and averaged weights; final accuracy, the spread of t
 
     flock /work/wt/bench.lock python benchmarks/learning_at_scale.py [--quick] [--models signal,torch]
         [--workers 1,2,4,8] [--seeds 0,1] [--epochs 10] [--n-train 4000] [--n-val 2000] [--target 0.9]
-        [--variants defaults,scheduled[,scaled,sqrt-scaled]] [--asgd-study] [--json PATH] [--png PATH] [--note TEXT]
+        [--variants defaults,scheduled[,scaled,sqrt-scaled]] [--asgd-study [--asgd-candidates LABELS]]
+        [--json PATH] [--png PATH] [--note TEXT]
     python benchmarks/learning_at_scale.py --report PATH.json [--png PATH]     # the table and plot of a JSON
 
 The data are benchmarks/signal_cnn.py's noisy sinusoids of 8 frequencies (the Bayes-optimal classifier's
@@ -65,6 +66,8 @@ ASGD_CANDIDATES = {
     "ASGD bounded 2": {"max_staleness": 2},
     "ASGD implicit momentum": {"momentum_correction": "implicit"},
     "ASGD unscaled, implicit momentum": {"staleness": "none", "momentum_correction": "implicit"},
+    "ASGD unscaled, implicit momentum, bounded 2": {"staleness": "none", "momentum_correction": "implicit",
+                                                    "max_staleness": 2},
 }
 LAST = 5  # the epochs whose spread is reported
 #: the run's settings that flags set: flag -> (type, default)
@@ -97,9 +100,10 @@ def run_key(model: str, variant: str, label: str, workers: int, seed: int) -> st
     return f"{model} | {variant} | {label} | {workers} | {seed}"
 
 
-def planned_runs(models, variants, workers, seeds, asgd_study: bool, rules=tuple(RULES)) -> list[dict]:
+def planned_runs(models, variants, workers, seeds, asgd_study: bool, rules=tuple(RULES),
+                 candidates=tuple(ASGD_CANDIDATES)) -> list[dict]:
     """Every run to make, in order: for each model and variant, each worker count, each rule (of ``rules``), each
-    seed.
+    seed; then, with ``asgd_study``, each of ASGD's ``candidates`` at 4 and 8 workers.
 
     >>> runs = planned_runs(["signal"], ["defaults"], [1, 2], [0], asgd_study=False)
     >>> [(r["label"], r["workers"]) for r in runs]
@@ -116,9 +120,9 @@ def planned_runs(models, variants, workers, seeds, asgd_study: bool, rules=tuple
                                   seed=seed) for seed in seeds]
     if asgd_study:  # the first model, each variant
         for variant, n in ((v, w) for v in variants for w in workers if w >= 4):
-            for label, options in ASGD_CANDIDATES.items():
-                runs += [dict(model=models[0], variant=variant, label=label, rule="ASGD", options=options,
-                              workers=n, seed=seed) for seed in seeds]
+            for label in candidates:
+                runs += [dict(model=models[0], variant=variant, label=label, rule="ASGD",
+                              options=ASGD_CANDIDATES[label], workers=n, seed=seed) for seed in seeds]
     return runs
 
 
@@ -224,8 +228,8 @@ def table(results: dict) -> str:
 
 
 def plot(results: dict, png: Path) -> None:
-    """Final accuracy (mean of the seeds) against workers, one panel per model and variant, one line per rule,
-    the one-worker reference dashed."""
+    """Final accuracy (mean of the seeds) against workers, one panel per model and variant, one line per rule
+    (and per ASGD candidate of ``--asgd-study``), the one-worker reference dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -236,7 +240,7 @@ def plot(results: dict, png: Path) -> None:
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), sharey=True, squeeze=False)
     for ax, (model, variant) in zip(axes[0], panels):
         reference = groups.get((model, variant, "BSP cdd", 1))
-        for index, label in enumerate(RULES):  # a rule's colour is the same in every panel
+        for index, label in enumerate([*RULES, *ASGD_CANDIDATES]):  # a rule's colour is the same in every panel
             points = sorted((n, mean([r["final_accuracy"] for r in runs])) for (m, v, lab, n), runs in groups.items()
                             if (m, v, lab) == (model, variant, label) and n > 1)
             if points:
@@ -255,7 +259,7 @@ def plot(results: dict, png: Path) -> None:
     legend = {}  # every rule of any panel, once
     for ax in axes[0]:
         legend.update({label: handle for handle, label in zip(*ax.get_legend_handles_labels())})
-    axes[0][-1].legend(legend.values(), legend.keys(), fontsize=7, loc="lower left")
+    axes[0][-1].legend(legend.values(), legend.keys(), fontsize=7, loc="best")
     fig.tight_layout()
     fig.savefig(png, dpi=110)
 
@@ -274,6 +278,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     for flag, (kind, default) in SETTING_FLAGS.items():
         parser.add_argument(flag, type=kind, default=default)
     parser.add_argument("--asgd-study", action="store_true", help="also ASGD's candidates at 4 and 8 workers")
+    parser.add_argument("--asgd-candidates", default=";".join(ASGD_CANDIDATES),
+                        help="the labels of the candidates that --asgd-study runs, separated by ';' (a label "
+                             "may hold a comma)")
     parser.add_argument("--json", default=str(HERE / "results" / "learning_at_scale.json"))
     parser.add_argument("--png", default=str(HERE / "results" / "learning_at_scale.png"))
     parser.add_argument("--report", metavar="JSON", help="only print the table of JSON and draw --png")
@@ -297,6 +304,9 @@ def main(argv=None) -> None:
     unknown = sorted(set(args.rules.split(",")) - set(RULES))
     if unknown:
         sys.exit(f"--rules: {unknown[0]!r} is not one of: {', '.join(RULES)}")
+    unknown = sorted(set(args.asgd_candidates.split(";")) - set(ASGD_CANDIDATES))
+    if unknown:
+        sys.exit(f"--asgd-candidates: {unknown[0]!r} is not one of: {'; '.join(ASGD_CANDIDATES)}")
     unknown = sorted(set(args.variants.split(",")) - set(VARIANTS))
     if unknown:
         sys.exit(f"--variants: {unknown[0]!r} is not one of: {', '.join(VARIANTS)}")
@@ -312,7 +322,8 @@ def main(argv=None) -> None:
                    or ceiling(args.n_val))
     results.setdefault("runs", {})
     runs = planned_runs(args.models.split(","), args.variants.split(","), [int(w) for w in args.workers.split(",")],
-                        [int(s) for s in args.seeds.split(",")], args.asgd_study, tuple(args.rules.split(",")))
+                        [int(s) for s in args.seeds.split(",")], args.asgd_study, tuple(args.rules.split(",")),
+                        tuple(args.asgd_candidates.split(";")))
     started = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         for i, run in enumerate(runs):

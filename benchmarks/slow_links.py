@@ -54,6 +54,9 @@ NETSIM = ROOT / "tools" / "netsim.py"
 TMLAUNCHER = str(Path(sys.executable).parent / "tmlauncher")
 RATES = ("unlimited", "1gbit", "100mbit", "20mbit")
 HOSTS = 4
+#: the allreduce part: timed sums per way and size (best of them; the ways take turns), and its minutes
+ALLREDUCE_REPEATS = 5
+ALLREDUCE_MINUTES = 6
 
 
 @dataclass(frozen=True)
@@ -285,7 +288,7 @@ def run_allreduce(work: Path, quick: bool) -> list[dict]:
     env = dict(mpiexec_env(), PYTHONPATH=str(ROOT))
     for rate, sizes, hosts, mode in cases:
         mpi = [find_mpiexec(), "--hostfile", "$NETSIM_HOSTFILE", "-n", str(hosts), "-x", "PYTHONPATH",
-               sys.executable, script, mode, sizes, "3"]
+               sys.executable, script, mode, sizes, str(ALLREDUCE_REPEATS)]
         proc = subprocess.run([sys.executable, str(NETSIM), "run", "--hosts", str(hosts), "--rate", rate, "--", "sh",
                                "-c", " ".join(mpi)], cwd=work, capture_output=True, text=True, env=env)
         if proc.returncode != 0:
@@ -483,7 +486,8 @@ def main() -> None:
               "(issue 36 items 3-4 not merged)")
     parts = args.parts.split(",")
     print(f"slow_links: {len(plan.sessions)} sessions" + (" and the allreduce part" if "allreduce" in parts else "")
-          + f"; estimated {plan.estimate_s() / 60 + (3 if 'allreduce' in parts else 0):.0f} min", flush=True)
+          + f"; estimated {plan.estimate_s() / 60 + (ALLREDUCE_MINUTES if 'allreduce' in parts else 0):.0f} min",
+          flush=True)
     if args.dry_run:
         for _, label, model, config, rate, rate_of, hosts, epochs in plan.sessions:
             print(f"  {label}: ~{estimate_s(MODELS[model], CONFIGS[config], rate, epochs, rate_of, hosts):.0f} s")
