@@ -8,9 +8,10 @@ MODE ``raw``: mpi4py's ``Allreduce`` with Open MPI's defaults (nothing of theano
 same process, mpi4py's ``Allreduce`` again. MODE ``fp16``: the theanompi settings, then the fp16 allreduce of
 ``BSP_COMPRESSION=fp16`` (:func:`theanompi.comm.exchange.fp16.allreduce_sum_16`) with its messages in pairwise
 rounds (what it does) and all posted at once, then BSP's fp32 exchanger. Rank 0 prints one JSON line per
-(what, size): the best of ``REPEATS`` timed sums (after one untimed; the ways take turns, one sum each a round)
-and the bytes each rank sent per sum (a ring allreduce's count, :func:`theanompi.comm.traffic.allreduce_bytes`,
-for fp32; rank 0's :func:`~theanompi.comm.exchange.fp16.payload_bytes_16` for fp16).
+(what, size): the best of ``REPEATS`` timed sums (after one untimed; the ways take turns, one sum each a round),
+every one of them (``all_seconds``, in the order timed) and the bytes each rank sent per sum (a ring allreduce's
+count, :func:`theanompi.comm.traffic.allreduce_bytes`, for fp32; rank 0's
+:func:`~theanompi.comm.exchange.fp16.payload_bytes_16` for fp16).
 """
 
 from __future__ import annotations
@@ -20,22 +21,22 @@ import sys
 import time
 
 
-def best_seconds(ways: dict, buf, comm, repeats: int) -> dict:
-    """The best of ``repeats`` timed sums of ``buf`` by each of ``ways`` (what -> allreduce), after one untimed sum
-    each. The ways take turns, one sum each a round, so that none is favoured by when it ran (a link's queue, the
-    other host's load): they are measured side by side."""
-    best = {}
+def timed_sums(ways: dict, buf, comm, repeats: int) -> dict[str, list[float]]:
+    """The seconds of ``repeats`` timed sums of ``buf`` by each of ``ways`` (what -> allreduce), after one untimed
+    sum each. The ways take turns, one sum each a round, so that none is favoured by when it ran (a link's queue,
+    the other host's load): they are measured side by side."""
+    seconds: dict[str, list[float]] = {}
     for what, allreduce in ways.items():
         allreduce(buf)
-        best[what] = float("inf")
+        seconds[what] = []
     for _ in range(repeats):
         for what, allreduce in ways.items():
             comm.Barrier()
             start = time.perf_counter()
             allreduce(buf)
             comm.Barrier()
-            best[what] = min(best[what], time.perf_counter() - start)
-    return best
+            seconds[what].append(time.perf_counter() - start)
+    return seconds
 
 
 def fp16_ways(comm) -> dict:
@@ -78,12 +79,13 @@ def main() -> None:
         ways["theanompi BSP exchanger"] = make_exchanger("ar", comm).allreduce_sum
     for size_mb in sizes:
         buf = np.ones(int(size_mb * (1 << 20)) // 4, dtype=np.float32)
-        for what, seconds in best_seconds(ways, buf, comm, repeats).items():
+        for what, seconds in timed_sums(ways, buf, comm, repeats).items():
             ring = 2 * (comm.size - 1) * buf.nbytes // comm.size
             per_rank = fp16_bytes(buf.size, comm.size) if what in half else ring
             if comm.rank == 0:
-                print(json.dumps({"what": what, "size_mb": size_mb, "ranks": comm.size, "seconds": seconds,
-                                  "bytes_per_rank": per_rank}), flush=True)
+                print(json.dumps({"what": what, "size_mb": size_mb, "ranks": comm.size, "seconds": min(seconds),
+                                  "all_seconds": [round(t, 4) for t in seconds], "bytes_per_rank": per_rank}),
+                      flush=True)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ session (the ``theanompi`` handles) with the same model, epochs and seed for eve
   acts as one step on N times the batch); not for ASGD, whose server applies every worker's step on its own;
 * ``--asgd-study``: ASGD at 4 and 8 workers, in each ``--variants``, on the first model, with each candidate of
   issue 38's item 3 (:data:`ASGD_CANDIDATES`): bounded staleness, the implicit-momentum correction, staleness
-  handling.
+  handling, the workers' momentum set by hand.
 
 Per run: the final model's validation accuracy after the last epoch (the averaged weights' when they are on), the
 spread (max - min) of that accuracy over the last 5 epochs, the wall seconds from the first epoch's start to the
@@ -61,13 +61,17 @@ RULES = {
 }
 #: the rules run with one worker (BSP avg's and GOSGD's one-worker sessions are BSP cdd's local SGD)
 ONE_WORKER_RULES = ("BSP cdd", "EASGD", "ASGD")
-#: ASGD's candidates of issue 38, item 3 (--asgd-study): label -> ASGD options
+#: ASGD's candidates of issue 38, item 3 (--asgd-study): label -> ASGD options (``model_options``: the model's own).
+#: "momentum 0.5" is the workers' momentum that the staleness measured at 8 workers here (a mean of 3.5-4.6 server
+#: updates between a worker's pull and its push) implies under Mitliagkas et al.'s model, 1 - (1 + 4)(1 - 0.9),
+#: where ASGD_MOMENTUM_CORRECTION=implicit assumes 8 concurrent workers: 1 - 8(1 - 0.9) = 0.2
 ASGD_CANDIDATES = {
     "ASGD bounded 2": {"max_staleness": 2},
     "ASGD implicit momentum": {"momentum_correction": "implicit"},
     "ASGD unscaled, implicit momentum": {"staleness": "none", "momentum_correction": "implicit"},
     "ASGD unscaled, implicit momentum, bounded 2": {"staleness": "none", "momentum_correction": "implicit",
                                                     "max_staleness": 2},
+    "ASGD unscaled, momentum 0.5": {"staleness": "none", "model_options": {"momentum": 0.5}},
 }
 LAST = 5  # the epochs whose spread is reported
 #: the run's settings that flags set: flag -> (type, default)
@@ -165,16 +169,17 @@ def run_session(run: dict, settings: dict, run_dir: Path) -> dict:
     devices = [f"cpu{i}" for i in range(run["workers"] + (1 if run["rule"] == "EASGD" else 0))]
     handle = getattr(theanompi, run["rule"])()
     options = {**run["options"], **variant_options(run["variant"], settings["ema_decay"])}
+    own = options.pop("model_options", {})
     start = time.time()
     handle.init(devices=devices, modelfile=modelfile, modelclass=modelclass, n_epochs=settings["epochs"],
                 seed=run["seed"], run_dir=str(run_dir), log_level="WARNING", plots=False, tensorboard=False,
-                progress_every=0, model_options={**model_options, "n_train": settings["n_train"],
+                progress_every=0, model_options={**model_options, **own, "n_train": settings["n_train"],
                                                  "n_val": settings["n_val"]}, **options)
     if handle.wait() != 0:
         return {"failed": str(handle.failure), "wall_s": time.time() - start}
     curve = read_curve(run_dir)
     result = {**summarise(curve, settings["target"]), "wall_s": time.time() - start, "curve": curve,
-              "options": options}
+              "options": {**options, **({"model_options": own} if own else {})}}
     if run["rule"] == "ASGD":
         result["mean_staleness"] = mean_staleness(run_dir)
     return result

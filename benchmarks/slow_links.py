@@ -24,7 +24,8 @@ Parts:
   uncompressed, fp16, bf16 and PowerSGD (rank 2) on 4 hosts at 50 Mbit/s;
 * ``allreduce``: on 2 hosts at 100 Mbit/s (and 20), the allreduce of 16 and 64 MB vectors by mpi4py with Open MPI's
   defaults, and by BSP's exchanger and mpi4py with the settings of a theanompi rank, side by side: the fraction of
-  the link's rate each moves (the bytes each rank sends, :mod:`theanompi.comm.traffic`, over the time).
+  the link's rate each moves (the bytes each rank sends, :mod:`theanompi.comm.traffic`, over the time), under the
+  kernel's TCP congestion control and under ``reno`` (``netsim run --tcp-congestion``).
 
 Configurations whose options this theanompi does not have (BSP_COMPRESSION, BSP_OUTER_OPTIMIZER: issue 36 items 3
 and 4) are skipped with a printed note, found through the options table. ``--quick`` (a few minutes): the MLP,
@@ -56,7 +57,10 @@ RATES = ("unlimited", "1gbit", "100mbit", "20mbit")
 HOSTS = 4
 #: the allreduce part: timed sums per way and size (best of them; the ways take turns), and its minutes
 ALLREDUCE_REPEATS = 5
-ALLREDUCE_MINUTES = 6
+ALLREDUCE_MINUTES = 14
+#: the 2-host allreduces run under each of these TCP congestion controls (None: the kernel's default, bbr on the
+#: VMs measured here; reno: loss-based, as Linux's usual default cubic, which a namespace here may not choose)
+ALLREDUCE_CONGESTION = (None, "reno")
 
 
 @dataclass(frozen=True)
@@ -275,32 +279,41 @@ def make_plan(args: argparse.Namespace) -> Plan:
 
 def run_allreduce(work: Path, quick: bool) -> list[dict]:
     """The allreduce part: mpi4py with Open MPI's defaults, then theanompi's exchanger and mpi4py with a theanompi
-    rank's settings, each on 2 netsim hosts (the same rate); then, on 4 hosts at 50 Mbit/s, the fp16 allreduce (in
-    pairwise rounds and all at once) beside the fp32 exchanger, with the MLP's 4.3 MB; best of a few sums per size."""
+    rank's settings, each on 2 netsim hosts (the same rate), under the kernel's TCP congestion control and under
+    ``reno`` (:data:`ALLREDUCE_CONGESTION`); then, on 4 hosts at 50 Mbit/s, the fp16 allreduce (in pairwise rounds
+    and all at once) beside the fp32 exchanger, with the MLP's 4.3 MB; best of a few sums per size."""
     from theanompi.launch.mpiexec import find_mpiexec, mpiexec_env
 
     rows = []
     both = [("100mbit", "16")] if quick else [("100mbit", "16,64"), ("20mbit", "16")]
-    cases = [(rate, sizes, 2, mode) for rate, sizes in both for mode in ("raw", "theanompi")]
+    congestion = ALLREDUCE_CONGESTION[:1] if quick else ALLREDUCE_CONGESTION
+    cases = [(rate, sizes, 2, mode, tcp) for tcp in congestion for rate, sizes in both
+             for mode in ("raw", "theanompi")]
     if not quick:
-        cases.append(("50mbit", "4.3", HOSTS, "fp16"))
+        cases += [("50mbit", "4.3", HOSTS, "fp16", tcp) for tcp in congestion]
     script = str(HERE / "_slow_links_allreduce.py")
     env = dict(mpiexec_env(), PYTHONPATH=str(ROOT))
-    for rate, sizes, hosts, mode in cases:
+    for rate, sizes, hosts, mode, tcp in cases:
         mpi = [find_mpiexec(), "--hostfile", "$NETSIM_HOSTFILE", "-n", str(hosts), "-x", "PYTHONPATH",
                sys.executable, script, mode, sizes, str(ALLREDUCE_REPEATS)]
-        proc = subprocess.run([sys.executable, str(NETSIM), "run", "--hosts", str(hosts), "--rate", rate, "--", "sh",
-                               "-c", " ".join(mpi)], cwd=work, capture_output=True, text=True, env=env)
+        proc = subprocess.run([sys.executable, str(NETSIM), "run", "--hosts", str(hosts), "--rate", rate,
+                               *(["--tcp-congestion", tcp] if tcp else []), "--", "sh", "-c", " ".join(mpi)],
+                              cwd=work, capture_output=True, text=True, env=env)
         if proc.returncode != 0:
-            rows.append({"rate": rate, "mode": mode, "error": proc.stderr.strip().splitlines()[-3:]})
+            rows.append({"rate": rate, "mode": mode, "tcp": tcp, "error": proc.stderr.strip().splitlines()[-3:]})
             continue
+        used = re.search(r"on a bridge, TCP (\S+);", proc.stderr)
         for line in proc.stdout.splitlines():
             if line.startswith("{"):
                 row = json.loads(line)
-                row.update(rate=rate, link_fraction=row["bytes_per_rank"] * 8 / row["seconds"] / rate_bits(rate))
+                wire = row["bytes_per_rank"] * 8 / rate_bits(rate)  # seconds at the link's rate
+                row.update(rate=rate, tcp=used.group(1) if used else tcp or "unknown",
+                           link_fraction=wire / row["seconds"], worst_link_fraction=wire / max(row["all_seconds"]))
                 rows.append(row)
-                print(f"  allreduce {row['size_mb']:g} MB at {rate}, {hosts} hosts: {row['what']:<36} "
-                      f"{row['seconds']:7.3f} s {100 * row['link_fraction']:5.1f} % of the link", flush=True)
+                print(f"  allreduce {row['size_mb']:g} MB at {rate}, {hosts} hosts, TCP {row['tcp']}: "
+                      f"{row['what']:<36} {row['seconds']:7.3f} s {100 * row['link_fraction']:5.1f} % of the link "
+                      f"(the worst of {len(row['all_seconds'])}: {100 * row['worst_link_fraction']:.1f} %)",
+                      flush=True)
     return rows
 
 
@@ -392,14 +405,21 @@ def goals(results: dict[str, dict], allreduce: list[dict]) -> dict[str, str]:
                 f"{100 * (r['final_accuracy'] - base['final_accuracy']):+.2f} points at equal steps")
     big = [row for row in allreduce if "error" not in row and row["size_mb"] >= 16]
     for row in big:
-        out[f"allreduce {row['size_mb']:g} MB at {row['rate']}: {row['what']}"] = \
-            f"{100 * row['link_fraction']:.1f} % of the link rate"
-    four = {row["what"]: row for row in allreduce if "error" not in row and row["ranks"] == HOSTS}
-    fp32 = four.get("theanompi BSP exchanger")
-    for what in (w for w in four if "fp16" in w and fp32):
-        out[f"allreduce {four[what]['size_mb']:g} MB at {four[what]['rate']}, {HOSTS} hosts: {what}"] = (
-            f"{fp32['seconds'] / four[what]['seconds']:.2f}x faster than fp32, "
-            f"{100 * four[what]['link_fraction']:.1f} % of the link rate (fp32: {100 * fp32['link_fraction']:.1f} %)")
+        tcp = f", TCP {row['tcp']}" if "tcp" in row else ""
+        worst = (f" (the worst of {len(row['all_seconds'])}: {100 * row['worst_link_fraction']:.1f} %)"
+                 if "worst_link_fraction" in row else "")
+        out[f"allreduce {row['size_mb']:g} MB at {row['rate']}{tcp}: {row['what']}"] = \
+            f"{100 * row['link_fraction']:.1f} % of the link rate{worst}"
+    four = [row for row in allreduce if "error" not in row and row["ranks"] == HOSTS]
+    for tcp in dict.fromkeys(row.get("tcp") for row in four):
+        ways = {row["what"]: row for row in four if row.get("tcp") == tcp}
+        fp32 = ways.get("theanompi BSP exchanger")
+        for what in (w for w in ways if "fp16" in w and fp32):
+            half = ways[what]
+            out[f"allreduce {half['size_mb']:g} MB at {half['rate']}, {HOSTS} hosts"
+                + (f", TCP {tcp}" if tcp else "") + f": {what}"] = (
+                f"{fp32['seconds'] / half['seconds']:.2f}x faster than fp32, "
+                f"{100 * half['link_fraction']:.1f} % of the link rate (fp32: {100 * fp32['link_fraction']:.1f} %)")
     mixed = {r["config"]: r for r in results.values() if r.get("part") == "mixed" and "error" not in r}
     if "BSP cdd" in mixed:
         others = {c: r["seconds_to_target"] for c, r in mixed.items() if r["rule"] != "BSP" and r["seconds_to_target"]}
@@ -412,7 +432,8 @@ def goals(results: dict[str, dict], allreduce: list[dict]) -> dict[str, str]:
     return out
 
 
-def plot(results: dict[str, dict], rates: list[str], path: Path) -> None:
+def plot(results: dict[str, dict], rates: list[str], path: Path) -> bool:
+    """The rules part's figures, drawn to ``path``; False (nothing drawn) without rules sessions."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -420,7 +441,7 @@ def plot(results: dict[str, dict], rates: list[str], path: Path) -> None:
 
     models = [m for m in MODELS if any(r.get("model") == m and r.get("part") == "rules" for r in results.values())]
     if not models:
-        return
+        return False
     fig, axes = plt.subplots(3, len(models), figsize=(6 * len(models), 11), squeeze=False, constrained_layout=True)
     x = {rate: rate_bits(rate) / 1e6 for rate in rates}
     xlabel = "link rate, Mbit/s (10 000: unlimited)"
@@ -448,6 +469,7 @@ def plot(results: dict[str, dict], rates: list[str], path: Path) -> None:
                 ax.legend(fontsize=7)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
+    return True
 
 
 def machine() -> dict:
@@ -529,8 +551,9 @@ def main() -> None:
         "skipped": plan.skipped, "machine": {**machine(), "load_before": load_before, "load_after": os.getloadavg()},
         "wall_s": time.time() - started, "sessions": results, "allreduce": allreduce, "goals": measured},
         indent=2, default=str))
-    plot(results, rates, Path(args.png))
-    print(f"json: {args.json}; plot: {args.png}; {(time.time() - started) / 60:.1f} min")
+    drawn = plot(results, rates, Path(args.png))
+    print(f"json: {args.json}; plot: {args.png if drawn else 'none (no rules sessions)'}; "
+          f"{(time.time() - started) / 60:.1f} min")
 
 
 if __name__ == "__main__":

@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--share", action="append", default=[], metavar="PATH",
                      help="a path under /tmp every host must see (the working directory, the Python environment, "
                           "THEANOMPI_CACHE_DIR and PYTHONPATH are kept already)")
+    run.add_argument("--tcp-congestion", metavar="NAME",
+                     help="the hosts' TCP congestion control, e.g. reno (default: the kernel's, often cubic or bbr; "
+                          "see docs/several-hosts.md for why it matters on a link busy both ways)")
     run.add_argument("--subnet", default="10.213.40.0/24", help="the hosts' subnet (default 10.213.40.0/24)")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARG ...], run on host1")
     return parser
@@ -94,9 +97,10 @@ def parse_rates(rate: str, rate_of: list[str]) -> tuple[int | None, dict[str, in
 
 
 def describe(cluster: Cluster) -> str:
-    """One line: the hosts, their addresses and rates."""
+    """One line: the hosts, their addresses and rates, their TCP congestion control."""
     hosts = ", ".join(f"{h} {cluster.addresses[h]} {format_rate(cluster.rates[h])}" for h in cluster.hosts)
-    return f"netsim: {len(cluster.hosts)} hosts ({hosts}) on a bridge; hostfile {cluster.hostfile}"
+    return (f"netsim: {len(cluster.hosts)} hosts ({hosts}) on a bridge, TCP {cluster.tcp_congestion('host1')}; "
+            f"hostfile {cluster.hostfile}")
 
 
 class CommandRun:
@@ -166,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
     cluster: Cluster | None = None
     try:
         cluster = Cluster.create(args.hosts, rate=rate, rate_of=rate_of, shared=args.share, slots=args.slots,
-                                 subnet=args.subnet)
+                                 subnet=args.subnet, congestion_control=args.tcp_congestion)
         print(describe(cluster), file=sys.stderr, flush=True)
         print(f"netsim: on host1: {shlex.join(command)}", file=sys.stderr, flush=True)
         runner = CommandRun(cluster, command)

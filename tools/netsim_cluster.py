@@ -16,6 +16,15 @@ most 20 Mbit/s (counted in Ethernet frames: TCP payload gets ~4 % less). netem (
 -- this machine's refuses ``tc qdisc add ... netem`` with "Specified qdisc kind is unknown" -- so links have a
 rate, not a latency.
 
+A host's TCP congestion control is the kernel's default (a new network namespace inherits this machine's: ``bbr``
+on the VMs this project is measured on) unless ``congestion_control`` names another. It matters on a link that
+carries data both ways at once, as an allreduce's does: the ACKs of one direction's flow wait in the same tbf queue
+as the other direction's data, so the round trip grows far beyond its minimum, and bbr, whose window is twice the
+rate times the *minimum* round trip, runs out of window: a 16 MB allreduce on 2 hosts at 20 Mbit/s moved 75-92 % of
+the link under bbr and 94 % under ``reno`` (loss-based, as Linux's usual default ``cubic`` is), measured with
+benchmarks/slow_links.py's allreduce part. A namespace may only choose from
+``net.ipv4.tcp_allowed_congestion_control`` (``reno`` always).
+
 Nothing is registered with ``ip netns`` and nothing is made in this machine's own network namespace: the holders
 die with the process that made them (``PR_SET_PDEATHSIG``), and the namespaces, veth pairs, bridge and qdiscs die
 with the last process inside them. :meth:`Cluster.destroy` kills every process in the namespaces, then the holders.
@@ -58,6 +67,7 @@ MIN_BURST_BYTES = 16 * 1024
 BURST_SECONDS = 0.002
 RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12}
 UNLIMITED = ("unlimited", "none")
+CONGESTION_SYSCTL = "net.ipv4.tcp_congestion_control"
 TOOLS = ("ip", "tc", "unshare", "nsenter", "mount")
 PR_SET_PDEATHSIG = 1
 
@@ -111,6 +121,36 @@ def tbf_args(bits: int) -> list[str]:
     """
     burst = max(MIN_BURST_BYTES, int(bits / 8 * BURST_SECONDS))
     return ["tbf", "rate", f"{bits}bit", "burst", str(burst), "latency", QUEUE_LATENCY]
+
+
+def check_congestion_control(name: str, available: str | None = None, allowed: str | None = None) -> str:
+    """``name`` if a network namespace of this kernel may use it as its TCP congestion control, else ValueError
+    naming the choices (the kernel's available and allowed lists: ``/proc/sys/net/ipv4/...``; ``reno`` is always
+    allowed).
+
+    >>> check_congestion_control("reno", "reno bbr cubic", "reno bbr")
+    'reno'
+    >>> check_congestion_control("cubic", "reno bbr cubic", "reno bbr")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: --tcp-congestion cubic: a network namespace here may use only reno, bbr (net.ipv4.tcp_allowed_...)
+    >>> check_congestion_control("vegas", "reno bbr cubic", "reno bbr")
+    Traceback (most recent call last):
+    ...
+    ValueError: --tcp-congestion vegas: this kernel has no such congestion control (it has reno, bbr, cubic)
+    """
+    proc = Path("/proc/sys/net/ipv4")
+    have = (available if available is not None else
+            (proc / "tcp_available_congestion_control").read_text()).split()
+    may = {"reno", *(allowed if allowed is not None else (proc / "tcp_allowed_congestion_control").read_text()).split()}
+    if name not in have:
+        raise ValueError(f"--tcp-congestion {name}: this kernel has no such congestion control "
+                         f"(it has {', '.join(have)})")
+    if name not in may:
+        choices = [c for c in have if c in may]
+        raise ValueError(f"--tcp-congestion {name}: a network namespace here may use only {', '.join(choices)} "
+                         "(net.ipv4.tcp_allowed_congestion_control)")
+    return name
 
 
 def host_names(n_hosts: int) -> list[str]:
@@ -173,13 +213,14 @@ class Cluster:
     everything; the constructor only stores what :meth:`create` made."""
 
     def __init__(self, base: Path, hosts: list[str], addresses: dict[str, str], subnet: str,
-                 rates: dict[str, int | None], slots: int):
+                 rates: dict[str, int | None], slots: int, congestion_control: str | None = None):
         self.base = base  # /run/netsim-PID-XXXX: the agent's per-host files, the hostfile
         self.hosts = hosts
         self.addresses = addresses
         self.subnet = subnet
         self.rates = rates
         self.slots = slots
+        self.congestion_control = congestion_control  # None: the kernel's default
         self.holders: dict[str, subprocess.Popen[bytes]] = {}  # host (and "switch") -> its holder process
         self.net_ns: dict[str, int] = {}  # host (and "switch") -> inode of its network namespace
 
@@ -187,10 +228,12 @@ class Cluster:
     @classmethod
     def create(cls, n_hosts: int, rate: int | None = None, rate_of: Mapping[str, int | None] | None = None,
                shared: Iterable[str] = (), private_tmp: Iterable[str] | None = None, slots: int = 1,
-               subnet: str = DEFAULT_SUBNET, tmpdirs: Iterable[str] | None = None) -> Cluster:
+               subnet: str = DEFAULT_SUBNET, tmpdirs: Iterable[str] | None = None,
+               congestion_control: str | None = None) -> Cluster:
         """Make ``n_hosts`` hosts (2..8) whose links run at ``rate`` bits/s (None: unlimited), ``rate_of`` a host's
-        own; ``private_tmp``: the hosts with their own /tmp (None: every host); ``shared``: more paths every host
-        sees although they lie under /tmp; ``tmpdirs``: directories made empty in each private /tmp (default
+        own; ``congestion_control``: the hosts' TCP congestion control (None: the kernel's default);
+        ``private_tmp``: the hosts with their own /tmp (None: every host); ``shared``: more paths every host sees
+        although they lie under /tmp; ``tmpdirs``: directories made empty in each private /tmp (default
         ``$TMPDIR``). Raises :class:`NotRoot`, ValueError for a bad argument, OSError (after removing what it had
         made) when the cluster cannot be made here."""
         if os.geteuid() != 0:
@@ -206,12 +249,14 @@ class Cluster:
         net = ipaddress.ip_network(subnet)
         if net.prefixlen > 28 or net.version != 4:
             raise ValueError(f"subnet {subnet}: an IPv4 subnet of at least 16 addresses is needed")
+        if congestion_control is not None:
+            check_congestion_control(congestion_control)
         missing = [tool for tool in TOOLS if shutil.which(tool) is None]
         if missing:
             raise OSError(f"netsim needs {', '.join(missing)} (iproute2, util-linux)")
         addresses = {host: str(net.network_address + k) for k, host in enumerate(hosts, start=1)}
         base = Path(tempfile.mkdtemp(prefix=f"netsim-{os.getpid()}-", dir="/run"))
-        cluster = cls(base, hosts, addresses, str(net), rates, slots)
+        cluster = cls(base, hosts, addresses, str(net), rates, slots, congestion_control)
         try:
             private = set(hosts if private_tmp is None else private_tmp)
             tmp = [os.environ["TMPDIR"]] if tmpdirs is None and os.environ.get("TMPDIR") else list(tmpdirs or ())
@@ -263,6 +308,10 @@ class Cluster:
         sysctl = "-w net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1".split()
         for name in ["switch", *self.hosts]:  # no IPv6 chatter in the link counters
             subprocess.run(self._nsenter(name, "--net") + ["sysctl", "-q", *sysctl], capture_output=True)
+        if self.congestion_control is not None:
+            for host in self.hosts:
+                _sh(self._nsenter(host, "--net") + ["sysctl", "-q", "-w",
+                                                   f"{CONGESTION_SYSCTL}={self.congestion_control}"])
         switch_pid = self.holders["switch"].pid
         switch = [f"link add {BRIDGE} type bridge", f"link set {BRIDGE} up"]
         prefix = ipaddress.ip_network(self.subnet).prefixlen
@@ -372,6 +421,12 @@ class Cluster:
     def tx_bytes(self, host: str) -> int:
         """Bytes ``host`` sent on its link so far (its ``eth0``'s kernel counter, Ethernet frames)."""
         return self._counter(host, "tx_bytes")
+
+    def tcp_congestion(self, host: str) -> str:
+        """The TCP congestion control new connections of ``host`` use (its network namespace's default)."""
+        proc = subprocess.run(self._nsenter(host, "--net") + ["sysctl", "-n", CONGESTION_SYSCTL],
+                              capture_output=True, text=True, timeout=30)
+        return proc.stdout.strip() or "unknown"
 
     def rx_bytes(self, host: str) -> int:
         """Bytes ``host`` received on its link so far."""

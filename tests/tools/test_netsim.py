@@ -86,6 +86,8 @@ def test_docstring_examples(module):
     (["--hosts", "2", "--rate-of", "host3=1mbit", "--", "true"], "--rate-of host3: no such host"),
     (["--hosts", "2", "--rate-of", "1mbit", "--", "true"], "--rate-of '1mbit': expected HOST=RATE"),
     (["--hosts", "2", "--"], "no command"),
+    (["--hosts", "2", "--tcp-congestion", "no-such-cc", "--", "true"],
+     "--tcp-congestion no-such-cc: this kernel has no such congestion control (it has "),
 ])
 def test_bad_arguments_are_refused_in_one_line(monkeypatch, capsys, args, message):
     monkeypatch.setattr(os, "geteuid", lambda: 0)
@@ -126,6 +128,22 @@ def test_it_runs_the_command_on_host1_exits_with_its_status_and_leaves_nothing(s
                                                                                             "host3"], last
     assert "host3 10.213.40.3 5mbit" in proc.stderr
     assert_nothing_left(before, holders_of(proc.stdout))
+
+
+CONGESTION = "sysctl -n net.ipv4.tcp_congestion_control"
+
+
+@needs_root
+@pytest.mark.parametrize("chosen", [None, "reno"], ids=["kernel-default", "reno"])
+def test_every_host_uses_the_tcp_congestion_control_chosen(chosen):
+    """--tcp-congestion sets each host's own default (host2's read through the agent mpiexec uses); without it
+    the hosts keep the kernel's."""
+    expected = chosen or Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
+    proc = netsim_run("--hosts", "2", *(["--tcp-congestion", chosen] if chosen else []), "--", "sh", "-c",
+                      f'{CONGESTION}; "$PRTE_MCA_plm_ssh_agent" host2 {CONGESTION}')
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [expected, expected]
+    assert f"on a bridge, TCP {expected}; hostfile" in proc.stderr
 
 
 @needs_root
