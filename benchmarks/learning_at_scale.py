@@ -64,7 +64,11 @@ ONE_WORKER_RULES = ("BSP cdd", "EASGD", "ASGD")
 #: ASGD's candidates of issue 38, item 3 (--asgd-study): label -> ASGD options (``model_options``: the model's own).
 #: "momentum 0.5" is the workers' momentum that the staleness measured at 8 workers here (a mean of 3.5-4.6 server
 #: updates between a worker's pull and its push) implies under Mitliagkas et al.'s model, 1 - (1 + 4)(1 - 0.9),
-#: where ASGD_MOMENTUM_CORRECTION=implicit assumes 8 concurrent workers: 1 - 8(1 - 0.9) = 0.2
+#: where ASGD_MOMENTUM_CORRECTION=implicit assumes 8 concurrent workers: 1 - 8(1 - 0.9) = 0.2.
+#: "warm-up from lr/8" (for 8 workers only) ramps the workers' rate from 0.02 / 8 to both models' 0.02 over the first
+#: 3 epochs, through LR_SCALING=linear's warm-up on a base rate of 0.0025: the signal CNN's lost seeds collapse to
+#: chance within their first 1-6 epochs, and WARMUP_EPOCHS ramps only a scaled rate
+WARMUP_FROM_LR_OVER_8 = {"lr_scaling": "linear", "warmup_epochs": 3, "model_options": {"lr": 0.02 / 8}}
 ASGD_CANDIDATES = {
     "ASGD bounded 2": {"max_staleness": 2},
     "ASGD implicit momentum": {"momentum_correction": "implicit"},
@@ -72,6 +76,9 @@ ASGD_CANDIDATES = {
     "ASGD unscaled, implicit momentum, bounded 2": {"staleness": "none", "momentum_correction": "implicit",
                                                     "max_staleness": 2},
     "ASGD unscaled, momentum 0.5": {"staleness": "none", "model_options": {"momentum": 0.5}},
+    "ASGD warm-up from lr/8": WARMUP_FROM_LR_OVER_8,
+    "ASGD unscaled, implicit momentum, warm-up from lr/8": {"staleness": "none", "momentum_correction": "implicit",
+                                                            **WARMUP_FROM_LR_OVER_8},
 }
 LAST = 5  # the epochs whose spread is reported
 #: the run's settings that flags set: flag -> (type, default)

@@ -1,10 +1,11 @@
-"""The safe loader's own rules: one error family, the stand-ins of the two globals a pickle of data needs, and
-``packages`` resolving only what those packages define. (Each loader's refusals are tested with it: checkpoints in
-test_safe_io.py, data sets in tests/models/data/, the caches in tests/backend/.)"""
+"""The safe loader's own rules: one error family, the stand-ins of the globals a pickle of data needs (NoneType,
+bytes, enum members), and ``packages`` resolving only what those packages define. (Each loader's refusals are
+tested with it: checkpoints in test_safe_io.py, data sets in tests/models/data/, the caches in tests/backend/.)"""
 
 from __future__ import annotations
 
 import collections
+import enum
 import io
 import os
 import pickle
@@ -15,6 +16,7 @@ import pytest
 from theanompi.core.errors import ConfigError
 from theanompi.core.safe_load import (
     NUMPY_ARRAY_GLOBALS,
+    SAFE_GLOBALS,
     RestrictedUnpickler,
     UnsafeFileError,
     UnsafeHickleError,
@@ -23,6 +25,7 @@ from theanompi.core.safe_load import (
     load_pickle,
     read_hickle,
 )
+from theanompi.core.safe_load.pickles import ENUM_MEMBER
 
 
 def unpickle(raw: bytes, **kwargs):
@@ -70,6 +73,31 @@ def test_type_resolves_to_type_of_none_only():
     assert unpickle(pickle.dumps([type(None)], protocol=2)) == [type(None)]  # Python 2's name: __builtin__.type
     with pytest.raises(UnsafePickleError, match=r"calls builtins\.type other than as type\(None\)"):
         unpickle(global_call("builtins", "type", "x"))
+
+
+class Colour(enum.Enum):
+    RED = 1
+
+
+class ByName:
+    """Pickles as ``getattr(owner, name)``: how Python 3.11.2 writes an enum member (3.11.7 writes ``Colour(1)``)."""
+
+    def __init__(self, owner: object, name: str):
+        self.owner, self.name = owner, name
+
+    def __reduce__(self):
+        return (getattr, (self.owner, self.name))
+
+
+def test_getattr_resolves_only_to_a_member_of_an_enum_class_the_pickle_may_name():
+    allowed = SAFE_GLOBALS | {ENUM_MEMBER, (__name__, "Colour")}
+    raw = pickle.dumps([ByName(Colour, "RED")], protocol=4)
+    assert b"getattr" in raw and unpickle(raw, allowed=allowed) == [Colour.RED]
+    for owner, name in ((Colour, "__class__"), (dict, "fromkeys")):  # not a member; not an enum
+        with pytest.raises(UnsafePickleError, match=r"calls builtins\.getattr other than for a member of an enum"):
+            unpickle(pickle.dumps(ByName(owner, name), protocol=4), allowed=allowed)
+    with pytest.raises(UnsafePickleError, match=r"'builtins\.getattr'"):  # not in the default allow-list
+        unpickle(raw, allowed=SAFE_GLOBALS | {(__name__, "Colour")})
 
 
 def test_packages_allow_what_they_define_never_a_module_or_a_name_leading_elsewhere():

@@ -35,14 +35,15 @@ from typing import Any
 import numpy as np
 
 from theanompi.core.safe_load import SAFE_GLOBALS, RestrictedUnpickler
-from theanompi.core.safe_load.pickles import ReadableBinary
+from theanompi.core.safe_load.pickles import ENUM_MEMBER, ReadableBinary
 
 #: the packages whose classes and functions a compiled graph's pickle may always name
 GRAPH_PACKAGES = ("pytensor", "theanompi")
 #: and the other globals it may name: plain data (:data:`~theanompi.core.safe_load.SAFE_GLOBALS`), protocol 5's
-#: arrays, numpy's ufuncs, builtins' exception types (an ``Assert`` op holds one), slices and paths
+#: arrays, numpy's ufuncs, builtins' exception types (an ``Assert`` op holds one), slices and paths, and enum members
+#: as some Pythons write them (:data:`~theanompi.core.safe_load.pickles.ENUM_MEMBER`: pytensor's assumptions)
 GRAPH_GLOBALS = frozenset(
-    SAFE_GLOBALS
+    SAFE_GLOBALS | {ENUM_MEMBER}
     | {(module, "_frombuffer") for module in ("numpy.core.numeric", "numpy._core.numeric")}
     | {("numpy", name) for name, value in vars(np).items() if isinstance(value, np.ufunc)}
     | {("builtins", name) for name, value in vars(builtins).items()

@@ -24,6 +24,7 @@ theanompi.core.safe_load.errors.UnsafePickleError: refusing to unpickle 'evil.pk
 
 from __future__ import annotations
 
+import enum
 import gzip
 import io
 import os
@@ -43,6 +44,10 @@ TYPE_OF_NONE = ("builtins", "type")
 #: Python 3 writes ``bytes`` at protocol 2 as ``_codecs.encode(text, 'latin1')``: allowed, it resolves to a
 #: stand-in that does only that
 LATIN1_BYTES = ("_codecs", "encode")
+#: some Python versions (3.11.2 among them) write an enum member as ``getattr(EnumClass, 'NAME')``: where allowed
+#: (a compiled graph's pickle: pytensor's assumptions hold enum members), it resolves to a stand-in that gives only
+#: a member of an enum class the pickle may name
+ENUM_MEMBER = ("builtins", "getattr")
 
 _BUILTINS = {"dict", "list", "tuple", "set", "frozenset", "str", "bytes", "bytearray", "int", "float",
              "complex", "bool", "NoneType", "range", "slice"}
@@ -91,8 +96,9 @@ class RestrictedUnpickler(pickle.Unpickler):
     source : str
         Name for error messages (usually the path).
     allowed : set of (module, name), optional
-        The globals that may be resolved (default :data:`SAFE_GLOBALS`). :data:`TYPE_OF_NONE` and
-        :data:`LATIN1_BYTES` resolve to stand-ins that do only what a pickle of data uses them for.
+        The globals that may be resolved (default :data:`SAFE_GLOBALS`). :data:`TYPE_OF_NONE`,
+        :data:`LATIN1_BYTES` and :data:`ENUM_MEMBER` resolve to stand-ins that do only what a pickle of data uses
+        them for.
     encoding : str
         As for :class:`pickle.Unpickler` (``'bytes'`` or ``'latin1'`` for Python 2 pickles).
     packages : names of packages, optional
@@ -117,7 +123,7 @@ class RestrictedUnpickler(pickle.Unpickler):
     """
 
     #: the stand-ins of the allowed globals that are not resolved as they are (the name of the method)
-    STAND_INS = {TYPE_OF_NONE: "_type_of_none", LATIN1_BYTES: "_latin1_bytes"}
+    STAND_INS = {TYPE_OF_NONE: "_type_of_none", LATIN1_BYTES: "_latin1_bytes", ENUM_MEMBER: "_enum_member"}
 
     def __init__(self, file: ReadableBinary, source: str = "<pickle>", allowed: Iterable[tuple[str, str]] | None = None,
                  encoding: str = "ASCII", packages: Iterable[str] = (),
@@ -156,6 +162,12 @@ class RestrictedUnpickler(pickle.Unpickler):
             raise UnsafePickleError(f"refusing to unpickle {self.source!r}: it calls builtins.type other than as "
                                     "type(None)")
         return type(None)
+
+    def _enum_member(self, cls: object, name: object, *rest: object) -> enum.Enum:
+        if rest or not (isinstance(cls, enum.EnumMeta) and isinstance(name, str) and name in cls.__members__):
+            raise UnsafePickleError(f"refusing to unpickle {self.source!r}: it calls builtins.getattr other than for "
+                                    "a member of an enum class it may name")
+        return cls[name]
 
     def _latin1_bytes(self, text: object, encoding: str = "latin1") -> bytes:
         if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
