@@ -3,7 +3,7 @@ the learning-rate schedule and averaged weights; final accuracy, the spread of t
 
     flock /work/wt/bench.lock python benchmarks/learning_at_scale.py [--quick] [--models signal,torch]
         [--workers 1,2,4,8] [--seeds 0,1] [--epochs 10] [--n-train 4000] [--n-val 2000] [--target 0.9]
-        [--variants defaults,scheduled[,scaled,sqrt-scaled]] [--asgd-study [--asgd-candidates LABELS]]
+        [--variants defaults,scheduled[,averaged,scaled,sqrt-scaled]] [--asgd-study [--asgd-candidates LABELS]]
         [--json PATH] [--png PATH] [--note TEXT]
     python benchmarks/learning_at_scale.py --report PATH.json [--png PATH]     # the table and plot of a JSON
 
@@ -16,7 +16,8 @@ session (the ``theanompi`` handles) with the same model, epochs and seed for eve
 * rules: BSP ``cdd`` and ``avg`` (``BSP_AVG_FREQ=1``), EASGD, GOSGD and ASGD at each option's default; one worker
   is BSP's (the reference; BSP ``avg``'s and GOSGD's one-worker sessions are the same local SGD), EASGD's and
   ASGD's (a server and one worker);
-* variants: ``defaults`` (no option of issue 38: LR_SCHEDULE=constant, AVERAGE_WEIGHTS=none) and ``scheduled``
+* variants: ``defaults`` (no option of issue 38: LR_SCHEDULE=constant, AVERAGE_WEIGHTS=none), on request
+  ``averaged`` (the defaults' training, validated and reported on AVERAGE_WEIGHTS=ema), and ``scheduled``
   (LR_SCHEDULE=cosine, AVERAGE_WEIGHTS=ema with EMA_DECAY ``--ema-decay``); on request ``scaled``: ``scheduled``
   with Goyal et al.'s LR_SCALING=linear over WARMUP_EPOCHS=2, the large-batch recipe, and ``sqrt-scaled``: the same
   with LR_SCALING=sqrt (the square root of the workers, for where the linear rule diverges). Both are for the rules
@@ -24,7 +25,7 @@ session (the ``theanompi`` handles) with the same model, epochs and seed for eve
   acts as one step on N times the batch); not for ASGD, whose server applies every worker's step on its own;
 * ``--asgd-study``: ASGD at 4 and 8 workers, in each ``--variants``, on the first model, with each candidate of
   issue 38's item 3 (:data:`ASGD_CANDIDATES`): bounded staleness, the implicit-momentum correction, staleness
-  handling, the workers' momentum set by hand.
+  handling, the workers' momentum set by hand, a warm-up from a small rate (WARMUP_START_FACTOR), and pairs of them.
 
 Per run: the final model's validation accuracy after the last epoch (the averaged weights' when they are on), the
 spread (max - min) of that accuracy over the last 5 epochs, the wall seconds from the first epoch's start to the
@@ -65,10 +66,11 @@ ONE_WORKER_RULES = ("BSP cdd", "EASGD", "ASGD")
 #: "momentum 0.5" is the workers' momentum that the staleness measured at 8 workers here (a mean of 3.5-4.6 server
 #: updates between a worker's pull and its push) implies under Mitliagkas et al.'s model, 1 - (1 + 4)(1 - 0.9),
 #: where ASGD_MOMENTUM_CORRECTION=implicit assumes 8 concurrent workers: 1 - 8(1 - 0.9) = 0.2.
-#: "warm-up from lr/8" (for 8 workers only) ramps the workers' rate from 0.02 / 8 to both models' 0.02 over the first
-#: 3 epochs, through LR_SCALING=linear's warm-up on a base rate of 0.0025: the signal CNN's lost seeds collapse to
-#: chance within their first 1-6 epochs, and WARMUP_EPOCHS ramps only a scaled rate
-WARMUP_FROM_LR_OVER_8 = {"lr_scaling": "linear", "warmup_epochs": 3, "model_options": {"lr": 0.02 / 8}}
+#: "warm-up from lr/8" ramps the workers' rate from 1/8 of both models' 0.02 up to it over the first 3 epochs
+#: (WARMUP_START_FACTOR): the signal CNN's lost seeds collapse to chance within their first 1-6 epochs. Its runs
+#: before WARMUP_START_FACTOR existed reached the same rates through LR_SCALING=linear's warm-up on a base rate of
+#: 0.0025 (``MODEL_LR``; their recorded options say so)
+WARMUP_FROM_LR_OVER_8 = {"warmup_epochs": 3, "warmup_start_factor": 1 / 8}
 ASGD_CANDIDATES = {
     "ASGD bounded 2": {"max_staleness": 2},
     "ASGD implicit momentum": {"momentum_correction": "implicit"},
@@ -79,6 +81,9 @@ ASGD_CANDIDATES = {
     "ASGD warm-up from lr/8": WARMUP_FROM_LR_OVER_8,
     "ASGD unscaled, implicit momentum, warm-up from lr/8": {"staleness": "none", "momentum_correction": "implicit",
                                                             **WARMUP_FROM_LR_OVER_8},
+    "ASGD bounded 2, warm-up from lr/8": {"max_staleness": 2, **WARMUP_FROM_LR_OVER_8},
+    "ASGD unscaled, momentum 0.5, warm-up from lr/8": {"staleness": "none", "model_options": {"momentum": 0.5},
+                                                       **WARMUP_FROM_LR_OVER_8},
 }
 LAST = 5  # the epochs whose spread is reported
 #: the run's settings that flags set: flag -> (type, default)
@@ -86,22 +91,25 @@ SETTING_FLAGS = {"--epochs": (int, 10), "--n-train": (int, 4000), "--n-val": (in
                  "--ema-decay": (float, 0.998)}
 
 
-VARIANTS = ("defaults", "scheduled", "scaled", "sqrt-scaled")
+VARIANTS = ("defaults", "averaged", "scheduled", "scaled", "sqrt-scaled")
 
 
 def variant_options(variant: str, ema_decay: float) -> dict:
-    """The session options of a variant: ``defaults`` (none of issue 38's), ``scheduled`` (cosine + averaged),
-    ``scaled`` (``scheduled`` with the learning rate times the workers after a 2-epoch warm-up), ``sqrt-scaled``
-    (the same with the square root of the workers).
+    """The session options of a variant: ``defaults`` (none of issue 38's), ``averaged`` (the defaults' training,
+    evaluated on averaged weights), ``scheduled`` (cosine + averaged), ``scaled`` (``scheduled`` with the learning
+    rate times the workers after a 2-epoch warm-up), ``sqrt-scaled`` (the same with the square root of the workers).
 
     >>> variant_options("scaled", 0.99)["lr_scaling"], variant_options("sqrt-scaled", 0.99)["lr_scaling"]
     ('linear', 'sqrt')
-    >>> variant_options("defaults", 0.99)
-    {}
+    >>> variant_options("defaults", 0.99), variant_options("averaged", 0.99)
+    ({}, {'average_weights': 'ema', 'ema_decay': 0.99})
     """
     if variant == "defaults":
         return {}
-    scheduled = {"lr_schedule": "cosine", "average_weights": "ema", "ema_decay": ema_decay}
+    averaged = {"average_weights": "ema", "ema_decay": ema_decay}
+    if variant == "averaged":
+        return averaged
+    scheduled = {"lr_schedule": "cosine", **averaged}
     if variant == "scheduled":
         return scheduled
     return {**scheduled, "lr_scaling": "sqrt" if variant == "sqrt-scaled" else "linear", "warmup_epochs": 2}

@@ -12,13 +12,11 @@ from theanompi.core.session_options import SessionOptions
 PROGRESS = np.linspace(0.0, 12.0, 97)  # epochs, fractional: every 1/8 epoch over a 12-epoch session and past it
 
 
-def ramp_reference(p, n_workers, scaling, warmup):
-    if scaling == "none":
-        return np.ones_like(p)
-    full = float(n_workers) if scaling == "linear" else np.sqrt(n_workers)
+def ramp_reference(p, n_workers, scaling, warmup, start=1.0):
+    full = {"none": 1.0, "linear": float(n_workers), "sqrt": np.sqrt(n_workers)}[scaling]
     if warmup <= 0:
         return np.full_like(p, full)
-    return np.where(p >= warmup, full, 1.0 + (full - 1.0) * p / warmup)
+    return np.where(p >= warmup, full, start + (full - start) * p / warmup)
 
 
 @pytest.mark.parametrize("scaling, warmup", [("none", 0.0), ("linear", 0.0), ("linear", 2.5), ("sqrt", 0.0),
@@ -49,6 +47,26 @@ def test_cosine_goes_from_the_peak_to_lr_min_over_the_session(lr_min, scaling, w
     assert s.lr(0.02, 10.0) == pytest.approx(lr_min) and s.lr(0.02, 11.5) == pytest.approx(lr_min)
 
 
+@pytest.mark.parametrize("scaling", ["none", "linear", "sqrt"])
+@pytest.mark.parametrize("kind", ["constant", "cosine"])
+def test_a_warm_up_from_a_start_factor(scaling, kind):
+    """WARMUP_START_FACTOR: the ramp starts at that fraction of the base rate, scaled or not (LinearLR's
+    start_factor); the cosine multiplies the ramp as it does a scaled one."""
+    s = LRSchedule(kind, n_epochs=10, n_workers=8, scaling=scaling, warmup_epochs=2.5, warmup_start=0.125)
+    got = np.array([s.lr(0.04, p) for p in PROGRESS])
+    cosine = 0.5 * (1 + np.cos(np.pi * np.minimum(PROGRESS, 10.0) / 10.0)) if kind == "cosine" else 1.0
+    np.testing.assert_allclose(got, 0.04 * ramp_reference(PROGRESS, 8, scaling, 2.5, start=0.125) * cosine,
+                               rtol=1e-12, atol=1e-15)
+    assert s.lr(0.04, 0.0) == pytest.approx(0.04 * 0.125)
+    assert [s.varies_within(e) for e in (0, 2, 3)] == [True, True, kind == "cosine"]
+    assert not s.is_constant()
+
+
+def test_a_start_factor_of_one_without_scaling_is_no_warm_up():
+    s = LRSchedule(n_epochs=10, n_workers=4, warmup_epochs=3.0)  # WARMUP_EPOCHS alone ramps nothing
+    assert s.is_constant() and not s.varies_within(0) and s.lr(0.1, 0.5) == 0.1
+
+
 def test_when_the_rate_changes_inside_an_epoch():
     assert not LRSchedule("step", decay_epochs="2").varies_within(1)
     assert LRSchedule("cosine").varies_within(0)
@@ -77,3 +95,14 @@ def test_step_without_milestones_is_refused_at_launch():
         SessionOptions.from_cfg({"LR_SCALING": "log"})
     with pytest.raises(ConfigError, match="EMA_DECAY='1' is not allowed"):
         SessionOptions.from_cfg({"EMA_DECAY": "1"})
+
+
+def test_a_start_factor_needs_warmup_epochs_and_a_fraction():
+    with pytest.raises(ConfigError, match=r"^WARMUP_START_FACTOR=0.125 needs WARMUP_EPOCHS \(the epochs over which "
+                                          r"the learning rate ramps up from it\), e.g. WARMUP_EPOCHS=3$"):
+        check_lr_schedule(SessionOptions(warmup_start_factor=0.125))
+    check_lr_schedule(SessionOptions(warmup_start_factor=0.125, warmup_epochs=3))
+    for bad in ("0", "1.5", "-0.1"):
+        with pytest.raises(ConfigError, match=f"WARMUP_START_FACTOR='{bad}' is not allowed"):
+            SessionOptions.from_cfg({"WARMUP_START_FACTOR": bad})
+    assert SessionOptions.from_cfg({"WARMUP_START_FACTOR": "0.125"}).warmup_start_factor == 0.125

@@ -20,13 +20,18 @@ from theanompi.session.recorder import Recorder
 
 COSINE = SessionOptions(lr_schedule="cosine", lr_min=0.001, lr_scaling="linear", warmup_epochs=1.0, n_epochs=3)
 STEP = SessionOptions(lr_schedule="step", lr_decay_epochs="1,2", lr_decay=0.5, n_epochs=3)
+#: a warm-up from a quarter of the rate, unscaled, over 2 of 3 epochs (then constant)
+WARM_START = SessionOptions(warmup_epochs=2.0, warmup_start_factor=0.25, n_epochs=3)
 
 
 def closed_form(options, n_workers, base, progress):
     """The documented formula, written out again."""
-    ramp = n_workers if progress >= options.warmup_epochs else 1 + (n_workers - 1) * progress / options.warmup_epochs
-    ramp = ramp if options.lr_scaling == "linear" else 1.0
+    full = n_workers if options.lr_scaling == "linear" else 1.0
+    start = options.warmup_start_factor
+    ramp = full if progress >= options.warmup_epochs else start + (full - start) * progress / options.warmup_epochs
     peak = base * ramp
+    if options.lr_schedule == "constant":
+        return peak
     if options.lr_schedule == "cosine":
         return options.lr_min + (peak - options.lr_min) * 0.5 * (1 + np.cos(np.pi * min(progress / 3, 1.0)))
     return peak * 0.5 ** sum(progress >= m for m in (1, 2))
@@ -44,7 +49,7 @@ def rates_seen(model, read_lr, sync_type="local"):
     return seen
 
 
-@pytest.mark.parametrize("options", [COSINE, STEP], ids=["cosine", "step"])
+@pytest.mark.parametrize("options", [COSINE, STEP, WARM_START], ids=["cosine", "step", "warm-start"])
 @pytest.mark.parametrize("sync_type", ["local", "cdd"])
 def test_pytensor_model_steps_at_the_scheduled_rate(options, sync_type):
     model = MLP(WorkerConfig(rank=0, size=2, seed=0, device="cpu0", options=options,
@@ -64,7 +69,7 @@ class TorchSoftmax(TorchClassifierModel):
         return torch.nn.Linear(64, 10)
 
 
-@pytest.mark.parametrize("options", [COSINE, STEP], ids=["cosine", "step"])
+@pytest.mark.parametrize("options", [COSINE, STEP, WARM_START], ids=["cosine", "step", "warm-start"])
 def test_torch_model_steps_at_the_scheduled_rate(options):
     model = TorchSoftmax(WorkerConfig(rank=0, size=2, seed=0, device="cpu0", options=options,
                                       model_options={"batch_size": 100, "lr": 0.1}))
@@ -117,11 +122,13 @@ def test_theanompi_model_that_changes_shared_lr_keeps_its_own():
 @pytest.mark.parametrize("scaling, warmup, factors", [
     ("linear", 0.0, [4, 4, 4]), ("sqrt", 0.0, [2, 2, 2]),
     ("linear", 2.0, [1, 2, 4]), ("sqrt", 2.0, [1, 2 ** 0.5, 2]),  # Theano-MPI's warm-up: size ** (epoch / w)
+    ("none", 2.0, [0.25, 0.5, 1]), ("linear", 2.0, [0.25, 1, 4]),  # from WARMUP_START_FACTOR=0.25, geometrically
 ])
 def test_theanompi_model_with_its_own_schedule_scales_shared_lr(scaling, warmup, factors):
     """LR_SCALING on a model that keeps its own schedule (here: a tenfold decay every epoch), on 4 workers."""
     inner = _TheanoMPIStyle(decays_itself=True)
-    options = SessionOptions(lr_scaling=scaling, warmup_epochs=warmup)
+    start = 0.25 if factors[0] == 0.25 else 1.0
+    options = SessionOptions(lr_scaling=scaling, warmup_epochs=warmup, warmup_start_factor=start)
     model = TheanoMPIModel(inner, WorkerConfig(rank=0, size=4, seed=0, device="cpu0", options=options))
     seen = [lr for _, lr in rates_seen(model, lambda: inner.seen[-1])]
     expected = [0.01 * factors[epoch] / 10 ** epoch for epoch in (0, 1, 2) for _ in range(3)]
@@ -141,6 +148,9 @@ def test_sqrt_scaling_needs_shared_lr():
     model = TheanoMPIModel(ScaleLrOnly(), WorkerConfig(rank=0, size=4, seed=0, device="cpu0",
                                                        options=SessionOptions(lr_scaling="sqrt")))
     with pytest.raises(ConfigError, match="LR_SCALING=sqrt: ModelClass 'ScaleLrOnly' has no shared_lr"):
+        rates_seen(model, lambda: 0.0)
+    model = TheanoMPIModel(ScaleLrOnly(), WorkerConfig(rank=0, size=4, seed=0, device="cpu0", options=WARM_START))
+    with pytest.raises(ConfigError, match="WARMUP_START_FACTOR=0.25: ModelClass 'ScaleLrOnly' has no shared_lr"):
         rates_seen(model, lambda: 0.0)
 
 

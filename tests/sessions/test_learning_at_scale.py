@@ -80,3 +80,23 @@ def test_torch_model_under_easgd_with_schedule_and_the_centres_average(tmp_path)
     assert len(records) == 2 and records[-1]["ema_val_accuracy"] >= 0.8
     lrs = [r["lr"] for r in epochs_of(tmp_path / "run" / "workers" / "worker-0")]
     assert lrs[0] > lrs[-1] >= 0  # each worker's rate follows the cosine (to 0 at the end)
+
+
+def test_a_warm_up_from_a_start_factor_under_asgd(tmp_path):
+    """WARMUP_START_FACTOR without LR_SCALING (ASGD, 2 workers): each worker's rate climbs from a quarter of MODEL_LR
+    to it over WARMUP_EPOCHS, per step, and the rule learns; without WARMUP_EPOCHS the launcher refuses it in one
+    line before any rank starts."""
+    cfg = write_cfg(tmp_path / "s.cfg", RULE="ASGD", MODEL_HIDDEN=32, N_EPOCHS=3, RUN_DIR="run", WARMUP_EPOCHS=2,
+                    WARMUP_START_FACTOR=0.25)
+    proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lrs = [r["lr"] for r in epochs_of(tmp_path / "run")]  # worker 0's, at each epoch's last step
+    assert 0.05 * 0.25 < lrs[0] < 0.05 * 0.625 < lrs[1] < 0.05 and lrs[2] == pytest.approx(0.05)  # the ramp's ends
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["final_val_accuracy"] >= 0.85
+    cfg = write_cfg(tmp_path / "bad.cfg", RULE="ASGD", MODEL_HIDDEN=32, RUN_DIR="never", WARMUP_START_FACTOR=0.25)
+    proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
+    assert proc.returncode != 0 and not (tmp_path / "never").exists()
+    assert proc.stderr.strip().splitlines() == ["tmlauncher: error: WARMUP_START_FACTOR=0.25 needs WARMUP_EPOCHS (the "
+                                                "epochs over which the learning rate ramps up from it), e.g. "
+                                                "WARMUP_EPOCHS=3"]

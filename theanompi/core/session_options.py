@@ -108,7 +108,11 @@ class SessionOptions:
     lr_scaling: str = option("LR_SCALING", choice(*SCALINGS), "none",
                              "linear: multiply the learning rate by the number of workers; sqrt: by its square root")
     warmup_epochs: float = option("WARMUP_EPOCHS", float_range(0.0, MAX_EPOCHS), 0.0,
-                                  "epochs over which a scaled learning rate ramps up from its 1-worker value")
+                                  "epochs over which the learning rate ramps up to its (scaled) value from "
+                                  "WARMUP_START_FACTOR times its 1-worker value")
+    warmup_start_factor: float = option("WARMUP_START_FACTOR", fraction, 1.0,
+                                        "the warm-up's first learning rate as a fraction of the 1-worker rate "
+                                        "(1: only a scaled rate warms up; below 1: from a smaller rate, scaled or not)")
     # ----- learning at scale: the learning-rate schedule and averaged weights (issue 38) -----
     lr_schedule: str = option("LR_SCHEDULE", choice(*SCHEDULES), "constant",
                               "the learning rate over the session, on top of LR_SCALING and WARMUP_EPOCHS: constant, "

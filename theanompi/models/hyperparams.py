@@ -104,7 +104,7 @@ class ClassifierHyperParams(HasModelOptions):
 
     def lr_multiplier(self, epoch_progress: float) -> float:
         """LR_SCALING multiplies by the worker count (linear) or its square root (sqrt), ramping up over
-        WARMUP_EPOCHS (a model with a schedule of its own multiplies this by its decay)."""
+        WARMUP_EPOCHS from WARMUP_START_FACTOR (a model with a schedule of its own multiplies this by its decay)."""
         return self.session_lr_schedule.ramp(epoch_progress)
 
     def scheduled_lr(self, epoch_progress: float) -> float:
@@ -117,8 +117,7 @@ class ClassifierHyperParams(HasModelOptions):
     def lr_varies_within(self, epoch: int) -> bool:
         """Whether the rate changes between the steps of ``epoch`` (then it is set at every step)."""
         if self.own_lr_schedule:
-            opts = self.config.options
-            return opts.lr_scaling != "none" and epoch < opts.warmup_epochs
+            return self.session_lr_schedule.warming_up(epoch)
         return self.session_lr_schedule.varies_within(epoch)
 
     def set_lr(self, lr: float) -> None:

@@ -17,9 +17,11 @@ contract to every rule and keeps Theano-MPI's loop semantics:
   unpacked into ``vels2`` by jitted functions on the device: nothing of the step
   goes through the host (:class:`DeviceVels`).
 * **LR_SCALING=linear**: ``scale_lr(size)`` once, or ``shared_lr`` multiplied by
-  ``size**(epoch/WARMUP_EPOCHS)`` step by step while warming up (as Theano-MPI's
+  ``size**(epoch/WARMUP_EPOCHS)`` epoch by epoch while warming up (as Theano-MPI's
   BSP worker ramped it); **LR_SCALING=sqrt**: ``shared_lr`` the same way with
-  ``sqrt(size)`` (it needs ``shared_lr``: ``scale_lr`` scales linearly).
+  ``sqrt(size)`` (it needs ``shared_lr``: ``scale_lr`` scales linearly);
+  **WARMUP_START_FACTOR=f** (below 1): the ramp starts from ``f`` times ``shared_lr``,
+  geometrically up to the scaled value (or to ``shared_lr`` itself without LR_SCALING).
 * **LR_SCHEDULE** (step, cosine): ``shared_lr`` is set at every epoch start, and at every step where it varies, to
   the session's schedule (with LR_SCALING and WARMUP_EPOCHS) of its value when the model was built
   (:class:`SharedLRSchedule`) -- unless the model declares ``own_lr_schedule`` (a text naming its schedule), or its
@@ -418,28 +420,41 @@ class TheanoMPIModel:
         else:
             print_info(self._recorder)
 
-    def _scale_lr(self, epoch: int) -> None:
-        """LR_SCALING through ``scale_lr`` or ratios of ``shared_lr`` (without LR_SCHEDULE: Theano-MPI's way)."""
+    def _theano_mpi_multiplier(self, epoch: int) -> float:
+        """Theano-MPI's ramp of ``shared_lr`` at ``epoch``'s start: geometric, from WARMUP_START_FACTOR to
+        LR_SCALING's factor over WARMUP_EPOCHS (its BSP worker multiplied by ``size**(epoch/warmup)``)."""
         options = self.options
-        if options.lr_scaling == "none" or self.config.size == 1:
+        full, start = scaling_factor(options.lr_scaling, self.config.size), options.warmup_start_factor
+        if options.warmup_epochs <= 0 or epoch >= options.warmup_epochs:
+            return full
+        return start * (full / start) ** (max(0, epoch) / options.warmup_epochs)
+
+    def _scale_lr(self, epoch: int) -> None:
+        """LR_SCALING and WARMUP_START_FACTOR through ``scale_lr`` or ratios of ``shared_lr`` (without LR_SCHEDULE:
+        Theano-MPI's way)."""
+        options = self.options
+        full = scaling_factor(options.lr_scaling, self.config.size)
+        if full == 1.0 and (options.warmup_start_factor == 1.0 or options.warmup_epochs <= 0):
             return
-        warmup, full = options.warmup_epochs, scaling_factor(options.lr_scaling, self.config.size)
-        target = full ** min(1.0, epoch / warmup) if warmup > 0 else full
+        target = self._theano_mpi_multiplier(epoch)
         if self._epochs_started == 0 and options.resume:
-            self._lr_multiplier = full ** min(1.0, (epoch - 1) / warmup) if warmup > 0 else target
+            self._lr_multiplier = self._theano_mpi_multiplier(epoch - 1)
         ratio = target / self._lr_multiplier
         self._lr_multiplier = target
         if ratio == 1.0:
             return
         shared_lr = getattr(self.model, "shared_lr", None)
-        if warmup <= 0 and options.lr_scaling == "linear" and callable(getattr(self.model, "scale_lr", None)):
+        at_once = options.warmup_epochs <= 0 and options.lr_scaling == "linear"  # what scale_lr(size) does
+        if at_once and callable(getattr(self.model, "scale_lr", None)):
             self.model.scale_lr(self.config.size)
         elif shared_lr is not None:
             assign(shared_lr, np.asarray(shared_lr.get_value() * ratio, dtype=shared_lr.get_value().dtype))
         else:
-            needs = "neither scale_lr(size) nor shared_lr" if options.lr_scaling == "linear" else "no shared_lr"
-            raise ConfigError(f"LR_SCALING={options.lr_scaling}: ModelClass {self.name!r} has {needs} (Theano-MPI's "
-                              "learning-rate variable); use LR_SCALING=none")
+            needs = "neither scale_lr(size) nor shared_lr" if at_once else "no shared_lr"
+            asked = (f"LR_SCALING={options.lr_scaling}" if options.lr_scaling != "none" else
+                     f"WARMUP_START_FACTOR={options.warmup_start_factor:g}")
+            raise ConfigError(f"{asked}: ModelClass {self.name!r} has {needs} (Theano-MPI's learning-rate variable); "
+                              "use LR_SCALING=none and WARMUP_START_FACTOR=1")
 
     # ----- the rest -----------------------------------------------------------------------
     def sync_state(self, comm) -> None:
