@@ -79,6 +79,27 @@ def test_a_terminated_launcher_says_which_signal_stopped_it(tmp_path):
     assert proc.stdout.strip() == "143 interrupted (SIGTERM); every rank was stopped -15", proc.stderr
 
 
+def test_a_rank_that_reported_a_failure_fails_the_session_whatever_mpiexec_says(tmp_path):
+    """Under ON_WORKER_LOSS=continue (ULFM) mpiexec has exited 0 after EASGD's server was killed and both workers
+    aborted: the launcher goes by the ranks' own status, not by that code."""
+    from theanompi.launch.mpiexec import RANK_FAILED_CODE, MpiexecRun
+    from theanompi.session.rank_status import write_status
+
+    two = ranks("cpu0,cpu1")
+    for rank in (0, 1):
+        write_status(tmp_path, rank, "pid", str(1000 + rank))
+    write_status(tmp_path, 1, "failed", "rank 1 (worker on cpu1): Exception: MPI_ERR_IN_STATUS: error code in status")
+    session = MpiexecRun(["true", "--with-ft", "ulfm"], tmp_path, two)  # true(1) stands for an mpiexec that says 0
+    assert session.wait() == RANK_FAILED_CODE == 1
+    assert session.failure == ("rank 0 (worker on cpu0) died; the others then stopped: rank 1 (worker on cpu1): "
+                               "Exception: MPI_ERR_IN_STATUS: error code in status")  # the dead one named first
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    write_status(clean, 0, "pid", "1000")
+    write_status(clean, 0, "done", "ok")
+    assert MpiexecRun(["true"], clean, two[:1]).wait() == 0  # no failure reported: mpiexec's 0 stands
+
+
 def test_a_signal_while_mpiexec_is_being_started_ends_it(tmp_path, monkeypatch):
     """Between the spawn and :meth:`MpiexecRun.wait` (the tree's first look, the stderr pump) a Ctrl-C must not leave
     mpiexec running: it is ended and the interrupt goes on to the caller, which still owns the run directory's claim

@@ -76,6 +76,9 @@ _RANK_ERROR_RE = re.compile(r"^\[rank \d+\] error: (.+)$", re.M)
 _PEER_DIED_RE = re.compile(r"MPI_ERR_PROC_FAILED|MPI_ERR_REVOKED|MPI_ERR_IN_STATUS")
 #: the launcher's exit code when ranks did not start within STARTUP_TIMEOUT (timeout(1)'s)
 STARTUP_TIMEOUT_CODE = 124
+#: the launcher's exit code when mpiexec exited 0 although a rank reported a failure (the MPI_Abort code ranks ask
+#: for): under ON_WORKER_LOSS=continue (ULFM) mpiexec can end with 0 after a rank was killed and the others aborted
+RANK_FAILED_CODE = 1
 _MPIEXEC_RANK_RE = re.compile(r"process rank (\d+) .*?(?:exited on|signal|non-zero)", re.S)
 
 
@@ -357,6 +360,8 @@ class MpiexecRun:
                 log.debug("ended %d processes mpiexec left: %s", len(left), ", ".join(p.name for p in left))
         code = 128 - code if code < 0 else code  # killed by a signal: as a shell says it
         self._pump.join(timeout=5)
+        if code == 0 and self._reported_failures():  # a rank's own word outweighs mpiexec's exit code
+            code = RANK_FAILED_CODE
         if code != 0 and self.failure is None:
             self.failure = self._explain_failure(code)
         if code == 0:
@@ -428,8 +433,13 @@ class MpiexecRun:
                 self.terminate()
                 return self.proc.wait()
 
+    def _reported_failures(self) -> list[str]:
+        """The lines of the ranks that reported a failure: their status files here, else their status lines from
+        other hosts."""
+        return read_failures(self.run_dir) or self.remote.failures(lambda r: self.ranks[r].describe(r))
+
     def _explain_failure(self, code: int) -> str:
-        failures = read_failures(self.run_dir) or self.remote.failures(lambda r: self.ranks[r].describe(r))
+        failures = self._reported_failures()
         lost = lost_ranks(self.run_dir, len(self.ranks))
         if self.fault_tolerant and lost and failures and all(_PEER_DIED_RE.search(f) for f in failures):
             # the survivors only saw a peer die (ON_WORKER_LOSS=continue): name the dead one
