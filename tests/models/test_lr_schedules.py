@@ -119,15 +119,14 @@ def test_theanompi_model_that_changes_shared_lr_keeps_its_own():
     assert inner.seen[-1] == pytest.approx(0.01 / 10 / 10, rel=1e-6)  # from epoch 1 on, its own decays
 
 
-@pytest.mark.parametrize("scaling, warmup, factors", [
-    ("linear", 0.0, [4, 4, 4]), ("sqrt", 0.0, [2, 2, 2]),
-    ("linear", 2.0, [1, 2, 4]), ("sqrt", 2.0, [1, 2 ** 0.5, 2]),  # Theano-MPI's warm-up: size ** (epoch / w)
-    ("none", 2.0, [0.25, 0.5, 1]), ("linear", 2.0, [0.25, 1, 4]),  # from WARMUP_START_FACTOR=0.25, geometrically
+@pytest.mark.parametrize("scaling, warmup, start, factors", [
+    ("linear", 0.0, 1.0, [4, 4, 4]), ("sqrt", 0.0, 1.0, [2, 2, 2]),
+    ("linear", 2.0, 1.0, [1, 2, 4]), ("sqrt", 2.0, 1.0, [1, 2 ** 0.5, 2]),  # Theano-MPI's warm-up: size ** (epoch / w)
+    ("none", 2.0, 0.25, [0.25, 0.5, 1]), ("linear", 2.0, 0.25, [0.25, 1, 4]),  # from the start factor, geometrically
 ])
-def test_theanompi_model_with_its_own_schedule_scales_shared_lr(scaling, warmup, factors):
+def test_theanompi_model_with_its_own_schedule_scales_shared_lr(scaling, warmup, start, factors):
     """LR_SCALING on a model that keeps its own schedule (here: a tenfold decay every epoch), on 4 workers."""
     inner = _TheanoMPIStyle(decays_itself=True)
-    start = 0.25 if factors[0] == 0.25 else 1.0
     options = SessionOptions(lr_scaling=scaling, warmup_epochs=warmup, warmup_start_factor=start)
     model = TheanoMPIModel(inner, WorkerConfig(rank=0, size=4, seed=0, device="cpu0", options=options))
     seen = [lr for _, lr in rates_seen(model, lambda: inner.seen[-1])]

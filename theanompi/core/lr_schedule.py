@@ -101,7 +101,8 @@ class LRSchedule:
         return self.warmup_start + (target - self.warmup_start) * max(0.0, progress) / self.warmup_epochs
 
     def warms_up(self) -> bool:
-        """Whether there is a warm-up: WARMUP_EPOCHS, and a start below (or above) the factor it ramps to."""
+        """Whether there is a warm-up: WARMUP_EPOCHS, and a start (WARMUP_START_FACTOR) other than the factor it
+        ramps to."""
         return self.warmup_epochs > 0 and self.warmup_start != scaling_factor(self.scaling, self.n_workers)
 
     def warming_up(self, progress: float) -> bool:
