@@ -84,6 +84,27 @@ class Napper(MLP):
         return super().train_iter(count, recorder)
 
 
+class DiesMidRun(Napper):
+    """The worker built with ``config.rank == die_rank`` (its index among the workers: EASGD's server is not
+    counted) kills itself (SIGKILL: no word to anyone) at its ``die_at``-th training step: a worker lost mid-run
+    whatever the machine's speed."""
+
+    defaults = {**Napper.defaults, "die_rank": 1, "die_at": 6}
+
+    def __init__(self, config):
+        super().__init__(config)
+        self._steps = 0
+
+    def train_iter(self, count, recorder):
+        self._steps += 1
+        if self.config.rank == self.hp["die_rank"] and self._steps == self.hp["die_at"]:
+            import os
+            import signal
+
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().train_iter(count, recorder)
+
+
 class HangsWhere(MLP):
     """The rank built with ``config.rank == hang_rank`` stops doing anything in phase ``hang_in``:
     'build' (its constructor), 'train' (its first step: under EASGD a fast worker may take every later

@@ -1,6 +1,8 @@
 """PyTorch ModelClasses on the example's digits CNN: slowed down (fault tests), a NaN gradient and a reducer bound
 to a wrong buffer (bad-input matrix), reporting its devices (GPU tests)."""
 
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -15,6 +17,17 @@ class TorchNapper(DigitsCNN):
 
     def train_iter(self, count, recorder):
         time.sleep(0.05)
+        return super().train_iter(count, recorder)
+
+
+class TorchWorkerDiesMidRun(TorchNapper):
+    """Worker 1 (``config.rank == 1``: EASGD's server is not counted) kills itself (SIGKILL) at its 6th training
+    step: a worker lost mid-run whatever the machine's speed."""
+
+    def train_iter(self, count, recorder):
+        self._steps = getattr(self, "_steps", 0) + 1
+        if self.config.rank == 1 and self._steps == 6:
+            os.kill(os.getpid(), signal.SIGKILL)
         return super().train_iter(count, recorder)
 
 

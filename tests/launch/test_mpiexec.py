@@ -100,6 +100,49 @@ def test_a_rank_that_reported_a_failure_fails_the_session_whatever_mpiexec_says(
     assert MpiexecRun(["true"], clean, two[:1]).wait() == 0  # no failure reported: mpiexec's 0 stands
 
 
+def test_an_mpiexec_that_does_not_exit_after_every_rank_finished_is_ended(tmp_path):
+    """Under ON_WORKER_LOSS=continue (ULFM) a rank killed after its ``done`` left the others waiting in Open MPI's
+    MPI_Finalize for ever: once every rank is through with its work, mpiexec has ``finalize_grace`` seconds to exit,
+    then the launcher ends it and the session counts as finished (its results are on disk)."""
+    import os
+    import subprocess as sp
+
+    from theanompi.launch.mpiexec import MpiexecRun
+    from theanompi.session.rank_status import write_status
+
+    two = ranks("cpu0,cpu1")
+    for rank in (0, 1):
+        write_status(tmp_path, rank, "pid", str(1000 + rank))
+        write_status(tmp_path, rank, "done", "ok")
+    session = MpiexecRun(["sleep", "600"], tmp_path, two, finalize_grace=0.5)  # sleep stands for the stuck mpiexec
+    assert session.wait() == 0 and session.ended_after_finalize_hung
+    assert session.proc.poll() is not None and session.failure is None and session.lost == []
+
+    gone = sp.Popen(["true"])
+    gone.wait()  # a rank's process that died without a word (its pid no longer runs)
+    for fault_tolerant, rank_1_pid, through in [(True, gone.pid, True), (False, gone.pid, False),
+                                                (True, None, False)]:
+        run_dir = tmp_path / f"{fault_tolerant}-{rank_1_pid}"
+        run_dir.mkdir()
+        write_status(run_dir, 0, "pid", "1000")
+        write_status(run_dir, 0, "done", "ok")
+        if rank_1_pid is not None:
+            write_status(run_dir, 1, "pid", str(rank_1_pid))
+        argv = ["sleep", "600"] + (["--with-ft", "ulfm"] if fault_tolerant else [])
+        running = MpiexecRun(argv, run_dir, two)
+        try:  # survivors carry on only under ULFM; a rank not yet started is not through
+            assert running._every_rank_through() is through, (fault_tolerant, rank_1_pid)
+        finally:
+            running.terminate(grace=1.0)
+    write_status(tmp_path, 1, "pid", str(os.getpid()))  # a rank still running (this process) is not through
+    (tmp_path / "ranks" / "rank-1.done").unlink()
+    alive = MpiexecRun(["sleep", "600", "--with-ft", "ulfm"], tmp_path, two)
+    try:
+        assert not alive._every_rank_through()
+    finally:
+        alive.terminate(grace=1.0)
+
+
 def test_a_signal_while_mpiexec_is_being_started_ends_it(tmp_path, monkeypatch):
     """Between the spawn and :meth:`MpiexecRun.wait` (the tree's first look, the stderr pump) a Ctrl-C must not leave
     mpiexec running: it is ended and the interrupt goes on to the caller, which still owns the run directory's claim

@@ -47,10 +47,10 @@ from typing import TYPE_CHECKING, Any
 
 from theanompi.core.errors import ConfigError
 from theanompi.launch.command_line import fits, rank_count_form
-from theanompi.launch.process_tree import ProcessTree
+from theanompi.launch.process_tree import ProcessTree, read_process
 from theanompi.launch.startup import daemon_failure, ssh_config_text, ssh_options, startup_report
 from theanompi.runtime.epoch_progress import BAR_ENV
-from theanompi.session.rank_status import has_status, lost_ranks, read_failures
+from theanompi.session.rank_status import has_status, lost_ranks, rank_pid, read_failures
 from theanompi.session.remote import RemoteRanks, remote_spec_options
 from theanompi.session.spec import RankSpec
 from theanompi.session.watchdog import stall_report
@@ -79,6 +79,10 @@ STARTUP_TIMEOUT_CODE = 124
 #: the launcher's exit code when mpiexec exited 0 although a rank reported a failure (the MPI_Abort code ranks ask
 #: for): under ON_WORKER_LOSS=continue (ULFM) mpiexec can end with 0 after a rank was killed and the others aborted
 RANK_FAILED_CODE = 1
+#: seconds mpiexec has to exit once every rank is through with its work, before the launcher ends it: under ULFM
+#: (ON_WORKER_LOSS=continue) Open MPI 5's MPI_Finalize waited forever in the other ranks when one was killed after it
+#: had finished (between its ``done`` and its own finalize)
+FINALIZE_GRACE_S = 20.0
 _MPIEXEC_RANK_RE = re.compile(r"process rank (\d+) .*?(?:exited on|signal|non-zero)", re.S)
 
 
@@ -279,7 +283,7 @@ class MpiexecRun:
 
     def __init__(self, argv: list[str], run_dir: Path, ranks: list[RankSpec], claim: RunDirClaim | None = None,
                  stall_grace: float = 1.5, silence_limit: float = 0.0, startup_timeout: float = 0.0,
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, finalize_grace: float = FINALIZE_GRACE_S):
         self.run_dir = Path(run_dir)
         self.ranks = ranks
         #: the run directory's lock (``theanompi.session.run_dir.RunDirClaim``), released when the session ends
@@ -300,6 +304,11 @@ class MpiexecRun:
         self.remote = RemoteRanks(self.run_dir)
         self.startup_timeout = startup_timeout
         self._starting = startup_timeout > 0  # until every rank has reported its start
+        self.finalize_grace = finalize_grace
+        #: when every rank was first seen through with its work (time.monotonic), None before
+        self._through_since: float | None = None
+        #: whether mpiexec was ended because it had not exited ``finalize_grace`` seconds after every rank was through
+        self.ended_after_finalize_hung = False
         self.started_at = time.monotonic()
         self.proc = spawn(argv, env=mpiexec_env() if env is None else env, stdin=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True,
@@ -415,6 +424,9 @@ class MpiexecRun:
             if self._check_startup():
                 self.proc.wait()
                 return STARTUP_TIMEOUT_CODE
+            if self._check_finalize():
+                self.proc.wait()
+                return 0  # every rank's work is done and on disk
             silent = self.remote.silent(self.silence_limit) if self.silence_limit else {}
             if silent:
                 self.silent_hosts = sorted(set(silent.values()))
@@ -432,6 +444,37 @@ class MpiexecRun:
                 self.failure = stall_report(self.run_dir, described) or report
                 self.terminate()
                 return self.proc.wait()
+
+    def _check_finalize(self) -> bool:
+        """Once every rank is through with its work, mpiexec has ``finalize_grace`` seconds to exit; past that, say
+        so, end it and return True (the session's results are complete: each rank reported ``done`` after its
+        rule's work, so what hangs is MPI's own ending)."""
+        if not self._every_rank_through():
+            self._through_since = None
+            return False
+        now = time.monotonic()
+        if self._through_since is None:
+            self._through_since = now
+        if now - self._through_since < self.finalize_grace:
+            return False
+        log.warning("every rank had finished its work %g s before but mpiexec had not exited (MPI_Finalize waiting on "
+                    "a rank that died after it finished); ended it", self.finalize_grace)
+        self.ended_after_finalize_hung = True
+        self.terminate(grace=2.0)
+        return True
+
+    def _every_rank_through(self) -> bool:
+        """Whether every rank has finished its work: it reported ``done`` (a status file here, a status line from
+        another host); while survivors carry on (ULFM), a rank of this host whose process is gone without a word
+        counts too, once another has finished."""
+        done = {r for r in range(len(self.ranks)) if has_status(self.run_dir, r, "done")}
+        done |= {r for r, status in self.remote.latest.items() if status.state == "done"}
+        if len(done) == len(self.ranks):
+            return True
+        if not (self.fault_tolerant and done):
+            return False
+        return all(r in done or (self.ranks[r].device.is_local and (pid := rank_pid(self.run_dir, r)) is not None
+                                 and read_process(pid) is None) for r in range(len(self.ranks)))
 
     def _reported_failures(self) -> list[str]:
         """The lines of the ranks that reported a failure: their status files here, else their status lines from

@@ -120,6 +120,20 @@ def read_failures(run_dir: str | Path) -> list[str]:
     return messages
 
 
+def rank_pid(run_dir: str | Path, rank: int) -> int | None:
+    """The process id ``rank`` wrote when it started (None: no readable ``pid`` file).
+
+    >>> import tempfile
+    >>> run_dir = Path(tempfile.mkdtemp()); _ = write_status(run_dir, 3, "pid", "4242")
+    >>> rank_pid(run_dir, 3), rank_pid(run_dir, 4)
+    (4242, None)
+    """
+    try:
+        return int(read_status(run_dir, status_path(run_dir, rank, "pid")).strip())
+    except (OSError, ValueError):  # not there (yet), or not a number: a ConfigError is a ValueError too
+        return None
+
+
 def read_stalls(run_dir: str | Path) -> dict[int, dict]:
     """rank -> the record its watchdog wrote (unreadable records, and records without its fields, skipped)."""
     stalls = {}
