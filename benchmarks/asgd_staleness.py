@@ -58,7 +58,7 @@ def run_session(rule_name: str, workers: int, epochs: int, model_options: dict, 
     """One session; its per-epoch validation accuracy and seconds since its first epoch started."""
     rule = getattr(theanompi, rule_name)()
     rule.init(devices=[f"cpu{i}" for i in range(workers)], modelfile=MODELFILE, modelclass="SignalCNN",
-              n_epochs=epochs, seed=0, run_dir=str(run_dir), log_level="WARNING", plots=False,
+              n_epochs=epochs, seed=0, run_dir=str(run_dir), log_level="WARNING", plots=False, average_weights="none",
               model_options=model_options, **options)
     code = rule.wait()
     if code != 0:

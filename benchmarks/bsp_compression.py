@@ -52,6 +52,7 @@ def run(model: dict, epochs: int, seed: int, run_dir: Path, **options) -> dict:
     rule = theanompi.BSP()
     rule.init(devices=["cpu0", "cpu1"], modelfile=model["modelfile"], modelclass=model["modelclass"],
               n_epochs=epochs, seed=seed, run_dir=str(run_dir), log_level="WARNING", plots=False,
+              average_weights="none",
               tensorboard=False, model_options={**model["model_options"], "n_epochs": epochs}, **options)
     if rule.wait() != 0:
         sys.exit(f"session {options} failed: {rule.failure}")

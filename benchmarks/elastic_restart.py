@@ -73,6 +73,7 @@ def one_run(rule: str, hidden: int, work: Path) -> dict:
     cfg.write_text("\n".join(f"{k}={v}" for k, v in {
         "RULE": rule, "MODELFILE": str(Path(__file__).resolve()), "MODELCLASS": "TimedMLP", "DEVICES": devices,
         "N_EPOCHS": 4, "MODEL_HIDDEN": hidden, "MODEL_BATCH_SIZE": 20, "PLOTS": "false", "RUN_DIR": run,
+        "AVERAGE_WEIGHTS": "none",
         "CHECKPOINT_EVERY_ITERS": 5, "MAX_RESTARTS": 1, "MIN_WORKERS": 2, "ELASTIC_COOLDOWN": 4}.items()) + "\n")
     proc = subprocess.Popen([TMLAUNCHER, f"-cfg={cfg}"], cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)

@@ -3,7 +3,7 @@ the learning-rate schedule and averaged weights; final accuracy, the spread of t
 
     flock /work/wt/bench.lock python benchmarks/learning_at_scale.py [--quick] [--models signal,torch]
         [--workers 1,2,4,8] [--seeds 0,1] [--epochs 10] [--n-train 4000] [--n-val 2000] [--target 0.9]
-        [--variants defaults,scheduled[,averaged,scaled,sqrt-scaled]] [--asgd-study [--asgd-candidates LABELS]]
+        [--variants defaults,scheduled[,constant,averaged,scaled,sqrt-scaled]] [--asgd-study [--asgd-candidates L]]
         [--json PATH] [--png PATH] [--note TEXT]
     python benchmarks/learning_at_scale.py --report PATH.json [--png PATH]     # the table and plot of a JSON
 
@@ -16,8 +16,10 @@ session (the ``theanompi`` handles) with the same model, epochs and seed for eve
 * rules: BSP ``cdd`` and ``avg`` (``BSP_AVG_FREQ=1``), EASGD, GOSGD and ASGD at each option's default; one worker
   is BSP's (the reference; BSP ``avg``'s and GOSGD's one-worker sessions are the same local SGD), EASGD's and
   ASGD's (a server and one worker);
-* variants: ``defaults`` (no option of issue 38: LR_SCHEDULE=constant, AVERAGE_WEIGHTS=none), on request
-  ``averaged`` (the defaults' training, validated and reported on AVERAGE_WEIGHTS=ema), and ``scheduled``
+* variants: ``defaults`` (no option set: what a user gets, LR_SCHEDULE=constant and AVERAGE_WEIGHTS=ema), on
+  request ``constant`` (the same training, AVERAGE_WEIGHTS=none: the defaults until 2026-12-06; the JSONs' runs
+  of the defaults before that day are relabelled so) and ``averaged`` (AVERAGE_WEIGHTS=ema with EMA_DECAY
+  ``--ema-decay`` set: the defaults since, at the default decay), and ``scheduled``
   (LR_SCHEDULE=cosine, AVERAGE_WEIGHTS=ema with EMA_DECAY ``--ema-decay``); on request ``scaled``: ``scheduled``
   with Goyal et al.'s LR_SCALING=linear over WARMUP_EPOCHS=2, the large-batch recipe, and ``sqrt-scaled``: the same
   with LR_SCALING=sqrt (the square root of the workers, for where the linear rule diverges). Both are for the rules
@@ -91,21 +93,24 @@ SETTING_FLAGS = {"--epochs": (int, 10), "--n-train": (int, 4000), "--n-val": (in
                  "--ema-decay": (float, 0.998)}
 
 
-VARIANTS = ("defaults", "averaged", "scheduled", "scaled", "sqrt-scaled")
+VARIANTS = ("defaults", "constant", "averaged", "scheduled", "scaled", "sqrt-scaled")
 
 
 def variant_options(variant: str, ema_decay: float) -> dict:
-    """The session options of a variant: ``defaults`` (none of issue 38's), ``averaged`` (the defaults' training,
-    evaluated on averaged weights), ``scheduled`` (cosine + averaged), ``scaled`` (``scheduled`` with the learning
-    rate times the workers after a 2-epoch warm-up), ``sqrt-scaled`` (the same with the square root of the workers).
+    """The session options of a variant: ``defaults`` (none set), ``constant`` (the defaults' training without
+    averaged weights), ``averaged`` (the defaults' training, evaluated on averaged weights of decay ``ema_decay``),
+    ``scheduled`` (cosine + averaged), ``scaled`` (``scheduled`` with the learning rate times the workers after a
+    2-epoch warm-up), ``sqrt-scaled`` (the same with the square root of the workers).
 
     >>> variant_options("scaled", 0.99)["lr_scaling"], variant_options("sqrt-scaled", 0.99)["lr_scaling"]
     ('linear', 'sqrt')
-    >>> variant_options("defaults", 0.99), variant_options("averaged", 0.99)
-    ({}, {'average_weights': 'ema', 'ema_decay': 0.99})
+    >>> variant_options("defaults", 0.99), variant_options("constant", 0.99), variant_options("averaged", 0.99)
+    ({}, {'average_weights': 'none'}, {'average_weights': 'ema', 'ema_decay': 0.99})
     """
     if variant == "defaults":
         return {}
+    if variant == "constant":
+        return {"average_weights": "none"}
     averaged = {"average_weights": "ema", "ema_decay": ema_decay}
     if variant == "averaged":
         return averaged

@@ -29,7 +29,8 @@ def build(model_options, sync_type):
     from theanompi.session.spec import SessionSpec
 
     spec = SessionSpec(rule="BSP", devices=["cpu0"], modelfile="theanompi.models.mlp", modelclass="MLP", cwd=".",
-                       options=BSPOptions(sync_type=sync_type, n_epochs=1, run_dir=tempfile.mkdtemp()),
+                       options=BSPOptions(sync_type=sync_type, n_epochs=1, run_dir=tempfile.mkdtemp(),
+                                          average_weights="none"),
                        model_options=model_options)
     worker = BSPWorker.create(RankContext(spec=spec, rank=0, role="worker", device="cpu0", comm=MPI.COMM_WORLD))
     worker.start()  # run() would start it itself

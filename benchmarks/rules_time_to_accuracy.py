@@ -30,6 +30,7 @@ def run_rule(name: str, options: dict, epochs: int, run_dir: Path) -> list[dict]
     rule = getattr(theanompi, name)()
     devices = ["cpu0", "cpu1", "cpu2"] if name == "EASGD" else ["cpu0", "cpu1"]  # EASGD: a server and 2 workers
     rule.init(devices=devices, modelfile="theanompi.models.mlp", modelclass="MLP", n_epochs=epochs,
+              average_weights="none",
               seed=0, run_dir=str(run_dir), log_level="WARNING", model_options={"batch_size": 32}, **options)
     code = rule.wait()
     if code != 0:

@@ -35,7 +35,7 @@ def bsp_session_epochs(model: str, workers: int, batch: int, steps: int, run_dir
     modelfile, modelclass, extra = MODELS[model]
     rule = BSP()
     rule.init(devices=[f"cpu{i}" for i in range(workers)], modelfile=modelfile, modelclass=modelclass,
-              n_epochs=2, threads=1, log_level="WARNING", run_dir=str(run_dir), sync_type="cdd",
+              n_epochs=2, threads=1, log_level="WARNING", run_dir=str(run_dir), sync_type="cdd", average_weights="none",
               model_options={"data": "synthetic", "batch_size": batch, "train_size": steps * workers * batch,
                              "val_size": 2 * batch, **extra})
     if rule.wait() != 0:

@@ -39,6 +39,7 @@ def run_case(options: dict, epochs: int, run_dir: Path) -> list[float]:
 
     code = BSP().init(devices=["cpu0", "cpu1", "cpu2", "cpu3"], modelfile="theanompi.models.zoo.resnet",
                       modelclass="ResNet20", model_options={"data": "digits", "batch_size": 32}, n_epochs=epochs,
+                      average_weights="none",
                       threads=1, run_dir=str(run_dir), **options).wait()
     if code != 0:
         raise SystemExit(f"short_session_remedies: the session in {run_dir} failed (exit {code})")

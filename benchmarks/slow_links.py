@@ -154,7 +154,7 @@ def devices(config: Config, n_hosts: int) -> str:
 def write_cfg(path: Path, model: Model, config: Config, run_dir: Path, n_hosts: int, epochs: int) -> None:
     keys: dict[str, object] = {"RULE": config.rule, "MODELFILE": model.modelfile, "MODELCLASS": model.modelclass,
                                "DEVICES": devices(config, n_hosts), "N_EPOCHS": epochs, "SEED": 0,
-                               "PLOTS": "false", "TENSORBOARD": "false", "RUN_DIR": run_dir,
+                               "PLOTS": "false", "TENSORBOARD": "false", "RUN_DIR": run_dir, "AVERAGE_WEIGHTS": "none",
                                "THREADS_PER_WORKER": THREADS_PER_WORKER, **model.keys,
                                **config.keys}
     keys.update({k: v for k, v in config.model_keys.items() if model_has_option(model, k)})

@@ -71,6 +71,7 @@ def ours(key: str, workers: int, steps: int, threads: int, run_dir: Path, device
                "train_size": steps * workers * batch, "val_size": batch, "prefetch": False}
     rule.init(devices=[f"{device}{i}" for i in range(workers)], modelfile=modelfile, modelclass=modelclass,
               n_epochs=2, threads=threads, log_level="WARNING", run_dir=str(run_dir), sync_type="cdd", plots=False,
+              average_weights="none",
               compute=compute, watchdog=3600, watchdog_build=3600, model_options=options)
     if rule.wait() != 0:
         sys.exit(f"theanompi {key} x{workers} failed: {rule.failure}")

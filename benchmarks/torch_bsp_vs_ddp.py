@@ -51,7 +51,7 @@ def bsp_session(modelfile: str, modelclass: str, workers: int, batch: int, steps
     rule = BSP()
     rule.init(devices=[f"cpu{i}" for i in range(workers)], modelfile=modelfile,
               modelclass=modelclass, n_epochs=2, threads=1, log_level="WARNING", run_dir=str(run_dir),
-              sync_type="cdd", bucket_mb=bucket_mb, plots=False, tensorboard=False,
+              sync_type="cdd", bucket_mb=bucket_mb, plots=False, tensorboard=False, average_weights="none",
               model_options={"batch_size": batch, "train_size": steps * workers * batch,
                              "val_size": 2 * batch * workers, "lr": 0.01})
     if rule.wait() != 0:

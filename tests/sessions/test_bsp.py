@@ -21,7 +21,10 @@ def summary(run_dir):
 def test_cdd_two_workers_equal_one_process_with_double_batch(tmp_path):
     """2 workers x batch 32 == 1 worker x batch 64, momentum on, 2 epochs (94 steps); and not vacuously: 1 worker
     with the per-worker batch (32) ends elsewhere."""
-    common = dict(N_EPOCHS=2, MODEL_MOMENTUM=0.9, MODEL_WEIGHT_DECAY=0.0001, MODEL_HIDDEN=64, BSP_SYNC_TYPE="cdd")
+    # AVERAGE_WEIGHTS=none: the final model must be the trained weights (an N-worker step folds N
+    # batches into an average at once, a step of one process one)
+    common = dict(N_EPOCHS=2, MODEL_MOMENTUM=0.9, MODEL_WEIGHT_DECAY=0.0001, MODEL_HIDDEN=64, BSP_SYNC_TYPE="cdd",
+                  AVERAGE_WEIGHTS="none")
     two = write_cfg(tmp_path / "two.cfg", DEVICES="cpu0,cpu1", MODEL_BATCH_SIZE=32, RUN_DIR="two", **common)
     one = write_cfg(tmp_path / "one.cfg", DEVICES="cpu0", MODEL_BATCH_SIZE=64, RUN_DIR="one", **common)
     single = write_cfg(tmp_path / "single.cfg", DEVICES="cpu0", MODEL_BATCH_SIZE=32, RUN_DIR="single", **common)

@@ -53,8 +53,10 @@ def test_diloco_with_powersgd_resumes_exactly(tmp_path):
     for a, b in zip(load_final_params(tmp_path / "full"), load_final_params(tmp_path / "rest")):
         np.testing.assert_array_equal(a, b)
     states = load_checkpoint(tmp_path / "full/checkpoints/ckpt-epoch-0000.hkl")["worker_rule_state"]
-    assert sorted(states[0]) == ["outer_momentum", "outer_params", "powersgd_error", "powersgd_q"]
-    assert sorted(states[1]) == ["powersgd_error", "powersgd_q"]  # theta_outer is common: worker 0's alone
+    # the local steps since the last exchange: what the averaged weights' next update folds in (AVERAGE_WEIGHTS=ema)
+    assert sorted(states[0]) == ["outer_momentum", "outer_params", "powersgd_error", "powersgd_q",
+                                 "steps_since_average"]
+    assert sorted(states[1]) == ["powersgd_error", "powersgd_q", "steps_since_average"]  # theta_outer: worker 0's
     assert np.abs(states[0]["powersgd_error"] - states[1]["powersgd_error"]).max() > 0  # errors are per worker
 
 
@@ -115,7 +117,8 @@ def test_without_epoch_end_averages_the_workers_exchange_every_h_steps_and_after
 def test_without_epoch_end_averages_a_resume_continues_each_workers_local_steps(tmp_path):
     """Each worker's own params (not theta_outer, which the epoch was validated on) go into the checkpoint with
     theta_outer and its momentum: resumed after epoch 1 of 2, with outer steps every 5 local steps that straddle
-    the epoch's end, the session ends bit for bit where the uninterrupted one did."""
+    the epoch's end, the session ends bit for bit where the uninterrupted one did; so does its final model, the
+    default averaged weights, whose next update folds in the local steps since the last exchange (checkpointed)."""
     common = dict(MLP, BSP_AVG_FREQ=5, BSP_OUTER_OPTIMIZER="nesterov", BSP_AVG_AT_EPOCH_END="false",
                   CHECKPOINT_EVERY=1, N_EPOCHS=2)
     full, _ = session(tmp_path, "full", **common)

@@ -39,11 +39,15 @@ def test_bsp_counts_one_allreduce_per_step_and_the_start_and_writes_it_per_epoch
 
 
 @pytest.mark.timeout(250)
-def test_gosgd_counts_its_pushes_the_start_and_the_consensus(tmp_path):
-    s, n = session(tmp_path, "GOSGD", "cpu0,cpu1,cpu2", GOSGD_P=0.5)
-    workers, consensus = 3, n // 4 * 8 + 8  # the consensus: the params in float64 and the weight
+@pytest.mark.parametrize("average_weights, copies", [("none", 1), ("ema", 2)])
+def test_gosgd_counts_its_pushes_the_start_and_the_consensus(tmp_path, average_weights, copies):
+    """A push carries the params (and with AVERAGE_WEIGHTS=ema their average: twice as long) and the weight; the
+    start sends the params alone; the consensus sums what gossips in float64, and the weight."""
+    s, n = session(tmp_path, "GOSGD", "cpu0,cpu1,cpu2", GOSGD_P=0.5, AVERAGE_WEIGHTS=average_weights)
+    gossiped = copies * n  # bytes of what a message carries besides the weight (float32)
+    workers, consensus = 3, gossiped // 4 * 8 + 8
     for rank, sent in enumerate(s["bytes_sent"]):
-        expected = s["pushes"][rank] * (n + 8)  # a push: the params and the float64 weight in 2 float32 slots
+        expected = s["pushes"][rank] * (gossiped + 8)  # the float64 weight in 2 float32 slots
         expected += (workers - 1) * (n + consensus) if rank == 0 else consensus  # start, reduce, broadcast
         assert sent == expected, (rank, s["bytes_sent"], s["pushes"])
 

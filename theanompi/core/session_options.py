@@ -121,7 +121,7 @@ class SessionOptions:
                                   "step: the epochs (from 0) at which the learning rate is multiplied by LR_DECAY")
     lr_decay: float = option("LR_DECAY", fraction, 0.1, "step: the factor at each of LR_DECAY_EPOCHS")
     lr_min: float = option("LR_MIN", non_negative_float, 0.0, "cosine: the learning rate at the session's end")
-    average_weights: str = option("AVERAGE_WEIGHTS", choice("none", "ema"), "none",
+    average_weights: str = option("AVERAGE_WEIGHTS", choice("none", "ema"), "ema",
                                   "ema: also validate, checkpoint and save as the final model an exponential moving "
                                   "average of the rule's model")
     ema_decay: float = option("EMA_DECAY", unit_interval, 0.998,

@@ -352,16 +352,20 @@ class BSPWorker(WorkerLoop[BSPOptions]):
     # the state carried between exchanges ----------------------------------------------------
     def rule_state(self) -> dict[str, Any]:
         """This worker's compressor state; on worker 0 also theta_outer and its momentum (every worker's are
-        the same)."""
+        the same); under ``avg`` the local steps since the last exchange."""
         state: dict[str, Any] = dict(self.compressor.state())
         if self.outer is not None and self.comm.rank == 0:
             state.update(self.outer.state())
+        if self.sync_type == SyncType.AVG:  # the batches the average's next update folds in (AVERAGE_WEIGHTS=ema)
+            state["steps_since_average"] = self.steps_since_average
         return state
 
     def restore_exchange_state(self, saved: list[dict[str, Any]]) -> None:
-        """From a checkpoint's ``worker_rule_state``: theta_outer and its momentum (worker 0's); this worker's
-        compressor state when the checkpoint has as many workers and a slot for it, else the compressor starts
-        afresh."""
+        """From a checkpoint's ``worker_rule_state``: the local steps since the last exchange, theta_outer and its
+        momentum (worker 0's); this worker's compressor state when the checkpoint has as many workers and a slot for
+        it, else the compressor starts afresh."""
+        if saved and "steps_since_average" in saved[0]:  # the same on every worker
+            self.steps_since_average = int(saved[0]["steps_since_average"])
         if self.outer is not None and saved and "outer_params" in saved[0]:
             self.outer.load_state(saved[0])
         elif self.outer is not None and self.comm.rank == 0:
