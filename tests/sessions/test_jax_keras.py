@@ -122,7 +122,7 @@ def test_resume_equals_uninterrupted_run(cdd_runs, tmp_path):
     flavour, tmp = cdd_runs
     mid_way = tmp / "two" / "checkpoints" / "ckpt-epoch-0000.hkl"  # the uninterrupted run's after epoch 1 of 2
     proc = launch(tmp_path, "rest", flavour, N_EPOCHS=2, MODEL_MOMENTUM=0.9, MODEL_WEIGHT_DECAY=0.0001,
-                  BSP_SYNC_TYPE="cdd", DEVICES="cpu0,cpu1", RESUME=str(mid_way))
+                  BSP_SYNC_TYPE="cdd", DEVICES="cpu0,cpu1", RESUME=str(mid_way), AVERAGE_WEIGHTS="none")
     assert proc.returncode == 0, proc.stderr
     assert "resumed from" in proc.stdout and "after epoch 1" in proc.stdout
     for a, b in zip(load_final_params(tmp / "two"), load_final_params(tmp_path / "rest")):
