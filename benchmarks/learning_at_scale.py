@@ -25,7 +25,7 @@ session (the ``theanompi`` handles) with the same model, epochs and seed for eve
   with LR_SCALING=sqrt (the square root of the workers, for where the linear rule diverges). Both are for the rules
   whose model is an average of the workers' (BSP, EASGD's centre, GOSGD's consensus: an average of N workers' steps
   acts as one step on N times the batch); not for ASGD, whose server applies every worker's step on its own;
-* ``--asgd-study``: ASGD at 4 and 8 workers, in each ``--variants``, on the first model, with each candidate of
+* ``--asgd-study``: ASGD at each ``--workers``, in each ``--variants``, on the first model, with each candidate of
   issue 38's item 3 (:data:`ASGD_CANDIDATES`): bounded staleness, the implicit-momentum correction, staleness
   handling, the workers' momentum set by hand, a warm-up from a small rate (WARMUP_START_FACTOR), and pairs of them.
 
@@ -86,6 +86,8 @@ ASGD_CANDIDATES = {
     "ASGD bounded 2, warm-up from lr/8": {"max_staleness": 2, **WARMUP_FROM_LR_OVER_8},
     "ASGD unscaled, momentum 0.5, warm-up from lr/8": {"staleness": "none", "model_options": {"momentum": 0.5},
                                                        **WARMUP_FROM_LR_OVER_8},
+    # ASGD's defaults since 2026-12-06 warm up from lr/8 over 3 epochs: this one is the defaults before that day
+    "ASGD without warm-up": {"warmup_epochs": 0.0},
 }
 LAST = 5  # the epochs whose spread is reported
 #: the run's settings that flags set: flag -> (type, default)
@@ -127,7 +129,7 @@ def run_key(model: str, variant: str, label: str, workers: int, seed: int) -> st
 def planned_runs(models, variants, workers, seeds, asgd_study: bool, rules=tuple(RULES),
                  candidates=tuple(ASGD_CANDIDATES)) -> list[dict]:
     """Every run to make, in order: for each model and variant, each worker count, each rule (of ``rules``), each
-    seed; then, with ``asgd_study``, each of ASGD's ``candidates`` at 4 and 8 workers.
+    seed; then, with ``asgd_study``, each of ASGD's ``candidates`` at each worker count.
 
     >>> runs = planned_runs(["signal"], ["defaults"], [1, 2], [0], asgd_study=False)
     >>> [(r["label"], r["workers"]) for r in runs]
@@ -143,7 +145,7 @@ def planned_runs(models, variants, workers, seeds, asgd_study: bool, rules=tuple
                     runs += [dict(model=model, variant=variant, label=label, rule=rule, options=options, workers=n,
                                   seed=seed) for seed in seeds]
     if asgd_study:  # the first model, each variant
-        for variant, n in ((v, w) for v in variants for w in workers if w >= 4):
+        for variant, n in ((v, w) for v in variants for w in workers):
             for label in candidates:
                 runs += [dict(model=models[0], variant=variant, label=label, rule="ASGD",
                               options=ASGD_CANDIDATES[label], workers=n, seed=seed) for seed in seeds]
@@ -302,14 +304,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--rules", default=",".join(RULES), help="comma list of the rules' labels")
     for flag, (kind, default) in SETTING_FLAGS.items():
         parser.add_argument(flag, type=kind, default=default)
-    parser.add_argument("--asgd-study", action="store_true", help="also ASGD's candidates at 4 and 8 workers")
+    parser.add_argument("--asgd-study", action="store_true", help="also ASGD's candidates at each --workers")
     parser.add_argument("--asgd-candidates", default=";".join(ASGD_CANDIDATES),
                         help="the labels of the candidates that --asgd-study runs, separated by ';' (a label "
                              "may hold a comma)")
     parser.add_argument("--json", default=str(HERE / "results" / "learning_at_scale.json"))
     parser.add_argument("--png", default=str(HERE / "results" / "learning_at_scale.png"))
     parser.add_argument("--report", metavar="JSON", help="only print the table of JSON and draw --png")
-    parser.add_argument("--note", default="")
+    parser.add_argument("--note", default="", help="a note for the JSON (default: the note it holds)")
     args = parser.parse_args(argv)
     if args.quick:
         args.models, args.workers, args.seeds, args.rules = "signal", "1,2", "0", "BSP cdd,ASGD"
@@ -343,8 +345,8 @@ def main(argv=None) -> None:
         sys.exit(f"{path} holds runs of other settings ({results['settings']}); name another --json")
     from asgd_staleness import machine
 
-    results.update(settings=settings, machine=machine(), note=args.note, ceiling=results.get("ceiling")
-                   or ceiling(args.n_val))
+    results.update(settings=settings, machine=machine(), note=args.note or results.get("note", ""),
+                   ceiling=results.get("ceiling") or ceiling(args.n_val))
     results.setdefault("runs", {})
     runs = planned_runs(args.models.split(","), args.variants.split(","), [int(w) for w in args.workers.split(",")],
                         [int(s) for s in args.seeds.split(",")], args.asgd_study, tuple(args.rules.split(",")),

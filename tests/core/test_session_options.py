@@ -6,7 +6,7 @@ from dataclasses import FrozenInstanceError
 import pytest
 
 from theanompi.core.errors import ConfigError
-from theanompi.core.option_checks import check_model_reference, check_worker_loss
+from theanompi.core.option_checks import check_lr_schedule, check_model_reference, check_worker_loss
 from theanompi.core.options import parse_model_options
 from theanompi.core.session_options import (
     OPTIONS_BY_RULE,
@@ -147,3 +147,16 @@ def test_checks_pass_good_values_unchanged():
     check_worker_loss("BSP", False, "abort")
     given = {"LR": 0.1}
     assert parse_model_options(given) == {"lr": 0.1} and given == {"LR": 0.1}
+
+
+def test_asgd_warms_up_by_default_and_warmup_epochs_0_turns_it_off() -> None:
+    asgd = ASGDOptions()
+    assert (asgd.warmup_epochs, asgd.warmup_start_factor) == (3.0, 0.125)
+    assert all((options_of(rule)().warmup_epochs, options_of(rule)().warmup_start_factor) == (0.0, 1.0)
+               for rule in ("BSP", "EASGD", "GOSGD"))
+    off = ASGDOptions.from_cfg({"WARMUP_EPOCHS": "0"})
+    check_lr_schedule(off)  # ASGD's own start factor without epochs: no warm-up, no error
+    assert off.warmup_epochs == 0.0
+    with pytest.raises(ConfigError, match=r"^WARMUP_START_FACTOR=0.5 needs WARMUP_EPOCHS"):
+        check_lr_schedule(ASGDOptions.from_cfg({"WARMUP_EPOCHS": "0", "WARMUP_START_FACTOR": "0.5"}))
+    assert ASGDOptions.schema()["warmup_epochs"] is SessionOptions.schema()["warmup_epochs"]  # one declaration

@@ -328,17 +328,32 @@ def table_rows(page: Path, header_start: str) -> list[list[str]]:
     return rows
 
 
+RULES = ("BSP", "EASGD", "GOSGD", "ASGD")
+
+
 def documented_options() -> dict[str, tuple[str, object, object]]:
-    """cfg key -> (keyword, Option, default) of every option of every rule."""
+    """cfg key -> (keyword, Option, default) of every option of every rule (a common option's common default)."""
     from theanompi.core.session_options import SessionOptions, options_of
 
-    classes = [SessionOptions, *(options_of(rule) for rule in ("BSP", "EASGD", "GOSGD", "ASGD"))]
     table = {}
-    for cls in classes:
+    for cls in [*(options_of(rule) for rule in RULES), SessionOptions]:  # the common defaults last: they win
         for f in fields(cls):
             assert f.default is not MISSING, f"{cls.__name__}.{f.name} has no plain default"
             table[f.metadata["option"].cfg_key] = (f.name, f.metadata["option"], f.default)
     return table
+
+
+def rules_own_defaults() -> dict[str, dict[str, object]]:
+    """cfg key -> {rule: default} of the common options that a rule declares with a default of its own."""
+    from theanompi.core.session_options import SessionOptions, options_of
+
+    common = {f.name: f.default for f in fields(SessionOptions)}
+    own: dict[str, dict[str, object]] = {}
+    for rule in RULES:
+        for f in fields(options_of(rule)):
+            if f.name in common and f.default != common[f.name]:
+                own.setdefault(f.metadata["option"].cfg_key, {})[rule] = f.default
+    return own
 
 
 def choices_of(option) -> set[str] | None:
@@ -372,6 +387,11 @@ def test_options_table_is_the_options() -> None:
             shown = BACKTICKED_RE.match(default_cell)
             if shown is None or option.parse(shown.group(1)) != default:
                 problems.append(f"{key}: default is {default!r}, the table says {default_cell!r}")
+        for rule, own in rules_own_defaults().get(key, {}).items():
+            said = re.search(rf"\b{rule}: `([^`]*)`", default_cell)
+            if said is None or option.parse(said.group(1)) != own:
+                problems.append(f"{key}: {rule}'s default is {own!r}; the cell must say '{rule}: `{own}`', not "
+                                f"{default_cell!r}")
         allowed = choices_of(option)
         if allowed is not None and set(BACKTICKED_RE.findall(values_cell)) != allowed:
             problems.append(f"{key}: values are {sorted(allowed)}, the table lists {values_cell!r}")

@@ -99,7 +99,8 @@ def signal_accuracy(tmp_path, name, **keys):
 
 def test_four_async_workers_learn_as_well_as_one(tmp_path):
     """ASGD with 4 workers + 1 server against 1 worker at equal epochs, with ASGD_MOMENTUM_CORRECTION=implicit
-    (the workers' momentum 0.9 -> 0.6) and the default staleness handling, scale.
+    (the workers' momentum 0.9 -> 0.6), the default staleness handling, scale, and (since 2026-12-06) ASGD's default
+    warm-up from lr/8 over 3 epochs.
 
     The signal CNN (lr 0.02, momentum 0.9) is on the edge of stability under asynchrony: with ASGD's defaults
     four 4-worker runs of this setting had landed 0.15-2.1 points below 1 worker, a fresh clone's suite on

@@ -47,9 +47,9 @@ def test_averaged_weights_equal_numpy_over_the_trained_sequence_and_are_the_fina
 
 
 def test_asgd_with_every_option_for_many_workers_learns(tmp_path):
-    """The server-side momentum updater on the cosine schedule, bounded staleness, the implicit-momentum correction
-    and the table's average kept by the servers, together."""
-    cfg = write_cfg(tmp_path / "s.cfg", RULE="ASGD", MODEL_HIDDEN=32, N_EPOCHS=3, RUN_DIR="run",
+    """The server-side momentum updater on the cosine schedule after a 1-epoch warm-up, bounded staleness, the
+    implicit-momentum correction and the table's average kept by the servers, together."""
+    cfg = write_cfg(tmp_path / "s.cfg", RULE="ASGD", MODEL_HIDDEN=32, N_EPOCHS=3, RUN_DIR="run", WARMUP_EPOCHS=1,
                     ASGD_UPDATER="momentum", ASGD_LR=0.05, LR_SCHEDULE="cosine", ASGD_MAX_STALENESS=1,
                     ASGD_MOMENTUM_CORRECTION="implicit", AVERAGE_WEIGHTS="ema", EMA_DECAY=0.99)
     proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
@@ -82,19 +82,21 @@ def test_torch_model_under_easgd_with_schedule_and_the_centres_average(tmp_path)
     assert lrs[0] > lrs[-1] >= 0  # each worker's rate follows the cosine (to 0 at the end)
 
 
-def test_a_warm_up_from_a_start_factor_under_asgd(tmp_path):
-    """WARMUP_START_FACTOR without LR_SCALING (ASGD, 2 workers): each worker's rate climbs from a quarter of MODEL_LR
-    to it over WARMUP_EPOCHS, per step, and the rule learns; without WARMUP_EPOCHS the launcher refuses it in one
-    line before any rank starts."""
-    cfg = write_cfg(tmp_path / "s.cfg", RULE="ASGD", MODEL_HIDDEN=32, N_EPOCHS=3, RUN_DIR="run", WARMUP_EPOCHS=2,
-                    WARMUP_START_FACTOR=0.25)
+def test_asgd_warms_up_from_an_eighth_of_the_rate_by_default(tmp_path):
+    """ASGD's defaults (2 workers, no option set): each worker's rate climbs from MODEL_LR / 8 to it over the first 3
+    epochs (WARMUP_EPOCHS, WARMUP_START_FACTOR), per step, and the rule learns; a start factor of the user's own
+    without WARMUP_EPOCHS is refused in one line before any rank starts (ASGD's own 1/8 is no warm-up then)."""
+    cfg = write_cfg(tmp_path / "s.cfg", RULE="ASGD", MODEL_HIDDEN=32, N_EPOCHS=4, RUN_DIR="run")
     proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lrs = [r["lr"] for r in epochs_of(tmp_path / "run")]  # worker 0's, at each epoch's last step
-    assert 0.05 * 0.25 < lrs[0] < 0.05 * 0.625 < lrs[1] < 0.05 and lrs[2] == pytest.approx(0.05)  # the ramp's ends
+    # the ramp from 1/8: 0.125 + 0.875 * progress / 3 at the epochs' ends (progress just under 1, 2, 3), then 1
+    assert 0.05 / 8 < lrs[0] < 0.05 * 0.42 < lrs[1] < 0.05 * 0.71 < lrs[2] < 0.05 and lrs[3] == pytest.approx(0.05)
+    assert "ASGD: the learning rate warms up from 0.125 of its value over the first 3 epochs" in proc.stdout
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["final_val_accuracy"] >= 0.85
-    cfg = write_cfg(tmp_path / "bad.cfg", RULE="ASGD", MODEL_HIDDEN=32, RUN_DIR="never", WARMUP_START_FACTOR=0.25)
+    cfg = write_cfg(tmp_path / "bad.cfg", RULE="ASGD", MODEL_HIDDEN=32, RUN_DIR="never", WARMUP_EPOCHS=0,
+                    WARMUP_START_FACTOR=0.25)
     proc, _ = run_launcher(f"-cfg={cfg}", cwd=tmp_path)
     assert proc.returncode != 0 and not (tmp_path / "never").exists()
     assert proc.stderr.strip().splitlines() == ["tmlauncher: error: WARMUP_START_FACTOR=0.25 needs WARMUP_EPOCHS (the "

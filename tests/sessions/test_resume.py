@@ -78,6 +78,8 @@ def test_resume_continues_every_rule_from_its_checkpoint(tmp_path, rule):
 
     keys = dict(RULE=rule, MODEL_HIDDEN=64, CHECKPOINT_EVERY=1, **SCHEDULED,
                 DEVICES="cpu0,cpu1,cpu2" if rule == "EASGD" else "cpu0,cpu1")  # EASGD: a server and two workers
+    if rule == "ASGD":  # its default warm-up (3 epochs) would outlast these 2; one over the first epoch instead
+        keys["WARMUP_EPOCHS"] = 1
     first = write_cfg(tmp_path / "a.cfg", N_EPOCHS=1, RUN_DIR="a", **keys)
     assert run_launcher(f"-cfg={first}", cwd=tmp_path)[0].returncode == 0
     saved = load_checkpoint(tmp_path / "a" / "checkpoints")
@@ -99,7 +101,7 @@ def test_resume_continues_every_rule_from_its_checkpoint(tmp_path, rule):
     assert proc.returncode == 0, proc.stderr
     assert "resumed from" in proc.stdout
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
-    assert summary["epochs"] == 1 and summary["final_val_accuracy"] >= 0.85  # GOSGD varies with timing: 0.90-0.95
+    assert summary["epochs"] == 1 and summary["final_val_accuracy"] >= 0.8  # EASGD, GOSGD vary with timing: 0.85-0.95
     assert summary["final_model"] == "ema" and summary["final_ema_val_accuracy"] >= 0.8  # lags the params: 0.85-0.93
     assert resolve_checkpoint(tmp_path / "b" / "checkpoints").name == "ckpt-epoch-0001.hkl"
 

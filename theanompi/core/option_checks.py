@@ -127,7 +127,7 @@ def check_elastic(options: Any, n_workers: int, cwd: str = ".") -> None:
 
 def check_lr_schedule(options: Any) -> None:
     """LR_SCHEDULE=step names its milestones (LR_DECAY_EPOCHS); a WARMUP_START_FACTOR below 1 has epochs to ramp
-    over (WARMUP_EPOCHS).
+    over (WARMUP_EPOCHS), unless it is the rule's default (ASGD's, whose warm-up WARMUP_EPOCHS=0 turns off).
 
     >>> from types import SimpleNamespace
     >>> check_lr_schedule(SimpleNamespace(lr_schedule="step", lr_decay_epochs="", warmup_start_factor=1.0))
@@ -142,6 +142,7 @@ def check_lr_schedule(options: Any) -> None:
     if options.lr_schedule == "step" and not options.lr_decay_epochs:
         raise ConfigError("LR_SCHEDULE='step' needs LR_DECAY_EPOCHS (the epochs at which the learning rate is "
                           "multiplied by LR_DECAY), e.g. LR_DECAY_EPOCHS=20,30")
-    if options.warmup_start_factor != 1.0 and options.warmup_epochs <= 0:
+    rule_default = getattr(type(options), "warmup_start_factor", 1.0)  # ASGD's 1/8, with its warm-up
+    if options.warmup_start_factor not in (1.0, rule_default) and options.warmup_epochs <= 0:
         raise ConfigError(f"WARMUP_START_FACTOR={options.warmup_start_factor:g} needs WARMUP_EPOCHS (the epochs over "
                           "which the learning rate ramps up from it), e.g. WARMUP_EPOCHS=3")

@@ -456,6 +456,24 @@ def option(cfg_key: str, parse: Callable[[Any], Any], default: Any, help: str) -
     return field(default=default, metadata={"option": Option(cfg_key, parse, help)})
 
 
+def rule_default(base: type, name: str, default: Any) -> Any:
+    """A rule's own default for an option every rule takes: the field ``name`` of the dataclass ``base`` (its
+    Option, so its cfg key, parser and help) with ``default``, declared again in the rule's subclass.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Common:
+    ...     tau: int = option("TAU", positive_int, 4, "steps")
+    >>> @dataclass(frozen=True)
+    ... class Rule(Common):
+    ...     tau: int = rule_default(Common, "tau", 8)
+    >>> Common().tau, Rule().tau, dataclasses.fields(Rule)[0].metadata["option"].cfg_key
+    (4, 8, 'TAU')
+    """
+    inherited = {f.name: f for f in dataclasses.fields(base)}[name]
+    return field(default=default, metadata=inherited.metadata)
+
+
 MODEL_PREFIX = "MODEL_"
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

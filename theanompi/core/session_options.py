@@ -51,6 +51,7 @@ from theanompi.core.options import (
     option,
     path_value,
     positive_float,
+    rule_default,
     seconds,
     unit_interval,
 )
@@ -65,6 +66,9 @@ COMPRESSIONS = ("none", "fp16", "bf16", "powersgd")
 UPDATER_NAMES = ("add", "sgd", "momentum", "adagrad")
 #: ASGD_STALENESS's values (``theanompi.comm.ps.staleness`` implements each)
 STALENESS_MODES = ("none", "scale", "compensate")
+#: ASGD's defaults of WARMUP_EPOCHS and WARMUP_START_FACTOR (every other rule: 0 and 1, no warm-up)
+ASGD_WARMUP_EPOCHS = 3.0
+ASGD_WARMUP_START_FACTOR = 0.125
 #: the largest SEED: NumPy's RandomState (and Keras's seeding through it) takes no more; PyTorch and JAX take it
 MAX_SEED = 2**32 - 1
 #: the most ranks a session starts (per host, MAX_RANKS_PER_HOST bounds them lower)
@@ -331,6 +335,11 @@ class ASGDOptions(SessionOptions):
     momentum_correction: str = option("ASGD_MOMENTUM_CORRECTION", choice("none", "implicit"), "none",
                                       "implicit: lower the explicit momentum to 1 - N(1 - momentum), at least 0, "
                                       "for the momentum asynchrony adds (Mitliagkas et al. 2016)")
+    # ASGD's own defaults of two common options: a warm-up from 1/8 of the rate over the first 3 epochs, which
+    # asynchronous pushes at the full rate on a fresh model need (issue 38's measurements: docs/rules.md, "ASGD at
+    # many workers"); WARMUP_EPOCHS=0 turns it off
+    warmup_epochs: float = rule_default(SessionOptions, "warmup_epochs", ASGD_WARMUP_EPOCHS)
+    warmup_start_factor: float = rule_default(SessionOptions, "warmup_start_factor", ASGD_WARMUP_START_FACTOR)
 
 
 #: RULE -> the class of its options

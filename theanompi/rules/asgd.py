@@ -202,6 +202,10 @@ class ASGDWorker(WorkerLoop[ASGDOptions]):
             if comm.rank == 0:
                 log.info("ASGD_MOMENTUM_CORRECTION=implicit: the servers' momentum %g -> %g for %d asynchronous "
                          "workers", options.server_momentum, momentum, comm.size)
+        if comm.rank == 0 and options.warmup_epochs > 0:
+            log.info("ASGD: the learning rate warms up from %g of its value over the first %g epochs (WARMUP_EPOCHS, "
+                     "WARMUP_START_FACTOR; ASGD's default: 3 epochs from 1/8; WARMUP_EPOCHS=0 turns it off)",
+                     options.warmup_start_factor, options.warmup_epochs)
         client = PSClient(ctx.comm, ctx.ranks_with_role("server"))
         table = client.create_table(0, num_row=built.fused.size, num_col=1, dtype=built.fused.dtype,
                                     updater=options.updater, lr=options.server_lr, momentum=momentum,
