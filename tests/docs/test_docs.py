@@ -328,15 +328,12 @@ def table_rows(page: Path, header_start: str) -> list[list[str]]:
     return rows
 
 
-RULES = ("BSP", "EASGD", "GOSGD", "ASGD")
-
-
 def documented_options() -> dict[str, tuple[str, object, object]]:
     """cfg key -> (keyword, Option, default) of every option of every rule (a common option's common default)."""
-    from theanompi.core.session_options import SessionOptions, options_of
+    from theanompi.core.session_options import OPTIONS_BY_RULE, SessionOptions
 
     table = {}
-    for cls in [*(options_of(rule) for rule in RULES), SessionOptions]:  # the common defaults last: they win
+    for cls in [*OPTIONS_BY_RULE.values(), SessionOptions]:  # the common defaults last: they win
         for f in fields(cls):
             assert f.default is not MISSING, f"{cls.__name__}.{f.name} has no plain default"
             table[f.metadata["option"].cfg_key] = (f.name, f.metadata["option"], f.default)
@@ -345,12 +342,12 @@ def documented_options() -> dict[str, tuple[str, object, object]]:
 
 def rules_own_defaults() -> dict[str, dict[str, object]]:
     """cfg key -> {rule: default} of the common options that a rule declares with a default of its own."""
-    from theanompi.core.session_options import SessionOptions, options_of
+    from theanompi.core.session_options import OPTIONS_BY_RULE, SessionOptions
 
     common = {f.name: f.default for f in fields(SessionOptions)}
     own: dict[str, dict[str, object]] = {}
-    for rule in RULES:
-        for f in fields(options_of(rule)):
+    for rule, options in OPTIONS_BY_RULE.items():
+        for f in fields(options):
             if f.name in common and f.default != common[f.name]:
                 own.setdefault(f.metadata["option"].cfg_key, {})[rule] = f.default
     return own

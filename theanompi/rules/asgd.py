@@ -55,7 +55,7 @@ from theanompi.comm.ps.protocol import CLOCK_IDLE
 from theanompi.core.devices import Device
 from theanompi.core.errors import ConfigError
 from theanompi.core.lr_schedule import LRSchedule
-from theanompi.core.session_options import ASGDOptions, SessionOptions
+from theanompi.core.session_options import ASGD_WARMUP_EPOCHS, ASGD_WARMUP_START_FACTOR, ASGDOptions, SessionOptions
 from theanompi.models.contract import SyncType
 from theanompi.rules.base import Rule
 from theanompi.runtime.agreement import check_agreement
@@ -204,8 +204,9 @@ class ASGDWorker(WorkerLoop[ASGDOptions]):
                          "workers", options.server_momentum, momentum, comm.size)
         if comm.rank == 0 and options.warmup_epochs > 0:
             log.info("ASGD: the learning rate warms up from %g of its value over the first %g epochs (WARMUP_EPOCHS, "
-                     "WARMUP_START_FACTOR; ASGD's default: 3 epochs from 1/8; WARMUP_EPOCHS=0 turns it off)",
-                     options.warmup_start_factor, options.warmup_epochs)
+                     "WARMUP_START_FACTOR; ASGD's default: %g epochs from 1/%g; WARMUP_EPOCHS=0 turns it off)",
+                     options.warmup_start_factor, options.warmup_epochs, ASGD_WARMUP_EPOCHS,
+                     1 / ASGD_WARMUP_START_FACTOR)
         client = PSClient(ctx.comm, ctx.ranks_with_role("server"))
         table = client.create_table(0, num_row=built.fused.size, num_col=1, dtype=built.fused.dtype,
                                     updater=options.updater, lr=options.server_lr, momentum=momentum,
